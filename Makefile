@@ -1,0 +1,53 @@
+# Berth — the front door. `make run` brings up the whole local platform;
+# `make test` brings up what the tests need and runs them.
+SHELL := /bin/bash
+STACK := deploy/local/stack.sh
+GO ?= go
+GOTEST_FLAGS ?= -count=1 -timeout 40m
+ENV := set -a; source .local/env; set +a
+
+.PHONY: help up down run status deps build test test-race test-short lint bench fuzz loadtest chaos clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+run: ## the whole local platform in the foreground, with logs; Ctrl-C stops it
+	@bash $(STACK) run
+
+up: ## the whole local platform in the background (idempotent)
+	@bash $(STACK) up
+
+down: ## stop everything `make up` started
+	@bash $(STACK) down
+
+status: ## what runs
+	@bash $(STACK) status
+
+deps: ## PostgreSQL, Redis and NATS only (what the tests need)
+	@bash $(STACK) deps
+
+build: ## build the binaries into .local/bin
+	$(GO) build -o .local/bin/ ./cmd/booking ./cmd/router ./cmd/readmodel
+
+test: deps ## everything the tests need, then every test (race detector on)
+	@$(ENV); export BERTH_REQUIRE_DB=1; $(GO) vet ./... && $(GO) test -race $(GOTEST_FLAGS) ./...
+
+test-short: deps ## the quick tests
+	@$(ENV); export BERTH_REQUIRE_DB=1; $(GO) test -short $(GOTEST_FLAGS) ./...
+
+lint: ## vet and gofmt
+	$(GO) vet ./...
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
+
+bench: deps ## benchmarks: HTTP paths against the same transactions as raw SQL
+	@$(ENV); export BERTH_REQUIRE_DB=1; $(GO) test -run '^$$' -bench . -benchtime 3s -benchmem ./internal/... | tee .local/bench.txt
+
+fuzz: ## run every fuzz target for FUZZTIME (default 20s)
+	@for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+	    echo "fuzz $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $${FUZZTIME:-20s} $$pkg || exit 1; \
+	  done; \
+	done
+
+clean: down ## stop and delete .local
+	rm -rf .local

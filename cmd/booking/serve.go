@@ -1,0 +1,247 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/berthhq/berth/internal/auth"
+	"github.com/berthhq/berth/internal/berth"
+	"github.com/berthhq/berth/internal/config"
+	"github.com/berthhq/berth/internal/httpapi"
+	"github.com/berthhq/berth/internal/postgres"
+	"github.com/berthhq/berth/internal/reservation"
+	"github.com/spf13/cobra"
+)
+
+// serveConfig is every setting of `booking serve`.
+type serveConfig struct {
+	Region           string
+	Addr             string
+	DatabaseURL      string
+	TokenSecret      string
+	Isolation        postgres.Isolation
+	HoldTTL          time.Duration
+	LockTimeout      time.Duration
+	StatementTimeout time.Duration
+	SweepInterval    time.Duration
+	MaxConns         int
+	ShutdownTimeout  time.Duration
+	LogFormat        string
+}
+
+func loadServeConfig(cmd *cobra.Command) (serveConfig, error) {
+	var (
+		c    serveConfig
+		errs config.Errors
+		err  error
+	)
+	c.Region = config.Env("BERTH_REGION", "")
+	c.Addr = config.Env("BERTH_HTTP_ADDR", ":8080")
+	c.DatabaseURL = config.Env("BERTH_DATABASE_URL", "")
+	c.TokenSecret = config.Env("BERTH_TOKEN_SECRET", "")
+	c.LogFormat = config.Env("BERTH_LOG_FORMAT", "json")
+	c.Isolation, err = postgres.ParseIsolation(config.Env("BERTH_ISOLATION", "read_committed"))
+	if err != nil {
+		errs.Add("BERTH_ISOLATION: %v", err)
+	}
+	c.HoldTTL, err = config.Duration("BERTH_HOLD_TTL", 10*time.Minute)
+	errs.Check(err)
+	c.LockTimeout, err = config.Duration("BERTH_LOCK_TIMEOUT", 2*time.Second)
+	errs.Check(err)
+	c.StatementTimeout, err = config.Duration("BERTH_STATEMENT_TIMEOUT", 5*time.Second)
+	errs.Check(err)
+	c.SweepInterval, err = config.Duration("BERTH_SWEEP_INTERVAL", 5*time.Second)
+	errs.Check(err)
+	c.ShutdownTimeout, err = config.Duration("BERTH_SHUTDOWN_TIMEOUT", 20*time.Second)
+	errs.Check(err)
+	c.MaxConns, err = config.Int("BERTH_DB_MAX_CONNS", 32)
+	errs.Check(err)
+	if f := cmd.Flags(); f != nil {
+		if v, _ := f.GetString("region"); v != "" {
+			c.Region = v
+		}
+		if v, _ := f.GetString("addr"); v != "" {
+			c.Addr = v
+		}
+	}
+	if !berth.ValidRegion(c.Region) {
+		errs.Add("BERTH_REGION (--region) = %q: want one of %v", c.Region, berth.Regions)
+	}
+	if c.DatabaseURL == "" {
+		errs.Add("BERTH_DATABASE_URL: required")
+	}
+	if len(c.TokenSecret) < auth.MinSecretLen {
+		errs.Add("BERTH_TOKEN_SECRET: required, at least %d bytes", auth.MinSecretLen)
+	}
+	if c.HoldTTL < time.Second {
+		errs.Add("BERTH_HOLD_TTL: at least 1s")
+	}
+	if c.SweepInterval < 100*time.Millisecond {
+		errs.Add("BERTH_SWEEP_INTERVAL: at least 100ms")
+	}
+	if c.MaxConns < 1 {
+		errs.Add("BERTH_DB_MAX_CONNS: at least 1")
+	}
+	if c.LogFormat != "json" && c.LogFormat != "text" {
+		errs.Add("BERTH_LOG_FORMAT: want json or text")
+	}
+	if err := errs.Err(); err != nil {
+		return c, usageError{err}
+	}
+	return c, nil
+}
+
+func newServeCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the booking API of one region",
+		Long: `serve runs the booking service of one region: the hotel API, the expiry
+sweeper and the rolling inventory job.
+
+Environment: BERTH_REGION, BERTH_HTTP_ADDR, BERTH_DATABASE_URL, BERTH_TOKEN_SECRET,
+BERTH_ISOLATION (read_committed|serializable), BERTH_HOLD_TTL (10m),
+BERTH_LOCK_TIMEOUT (2s), BERTH_STATEMENT_TIMEOUT (5s), BERTH_SWEEP_INTERVAL (5s),
+BERTH_DB_MAX_CONNS (32), BERTH_SHUTDOWN_TIMEOUT (20s), BERTH_LOG_FORMAT (json|text).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := loadServeConfig(cmd)
+			if err != nil {
+				return err
+			}
+			return run(cmd.Context(), cfg, cmd.OutOrStdout(), nil)
+		},
+	}
+	cmd.Flags().String("region", "", "region this service writes for (BERTH_REGION)")
+	cmd.Flags().String("addr", "", "listen address (BERTH_HTTP_ADDR, default :8080)")
+	return cmd
+}
+
+func newLogger(w io.Writer, format string, region string) *slog.Logger {
+	var h slog.Handler
+	if format == "text" {
+		h = slog.NewTextHandler(w, nil)
+	} else {
+		h = slog.NewJSONHandler(w, nil)
+	}
+	return slog.New(h).With("service", "booking", "region", region)
+}
+
+// run wires the service by hand and serves until ctx ends. When ready is
+// not nil, the bound address is sent on it once the server listens (tests
+// pass port 0).
+func run(ctx context.Context, cfg serveConfig, stdout io.Writer, ready chan<- string) error {
+	log := newLogger(stdout, cfg.LogFormat, cfg.Region)
+	db, err := postgres.Open(ctx, cfg.DatabaseURL, postgres.Options{
+		Isolation: cfg.Isolation, LockTimeout: cfg.LockTimeout, StatementTimeout: cfg.StatementTimeout,
+		MaxConns: int32(cfg.MaxConns),
+	})
+	if err != nil {
+		return fmt.Errorf("database: %w", err)
+	}
+	defer db.Close()
+	log.Info("database connected", "engine", db.Engine.String(), "isolation", string(cfg.Isolation))
+	tokens, err := auth.New(cfg.TokenSecret)
+	if err != nil {
+		return usageError{fmt.Errorf("BERTH_TOKEN_SECRET: %w", err)}
+	}
+	store := postgres.NewStore(db, cfg.Region, cfg.HoldTTL)
+	api := httpapi.New(httpapi.Config{
+		Region: cfg.Region, Hotels: store, Tokens: tokens, Logger: log, Ready: db.Ping,
+	})
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", cfg.Addr, err)
+	}
+	srv := &http.Server{
+		Handler:           api,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       15 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    32 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	jobs, stopJobs := context.WithCancel(context.WithoutCancel(ctx))
+	jobsDone := startJobs(jobs, store, cfg, log)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	log.Info("listening", "addr", ln.Addr().String())
+	if ready != nil {
+		ready <- ln.Addr().String()
+	}
+	select {
+	case err := <-errc:
+		stopJobs()
+		<-jobsDone
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down", "deadline", cfg.ShutdownTimeout.String())
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+	defer cancel()
+	err = srv.Shutdown(shutdownCtx)
+	stopJobs()
+	<-jobsDone
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// startJobs runs the background jobs of a booking service; the returned
+// channel closes when they all stopped.
+func startJobs(ctx context.Context, store *postgres.Store, cfg serveConfig, log *slog.Logger) <-chan struct{} {
+	done := make(chan struct{})
+	jobs := []struct {
+		name     string
+		interval time.Duration
+		f        func(context.Context) (int, error)
+	}{
+		{"expire-holds", cfg.SweepInterval, func(ctx context.Context) (int, error) {
+			total := 0
+			for {
+				n, err := store.ExpireHolds(ctx, 200)
+				total += n
+				if err != nil || n < 200 {
+					return total, err
+				}
+			}
+		}},
+		{"load-nights", time.Hour, func(ctx context.Context) (int, error) {
+			return store.LoadDefaultNights(ctx, reservation.DateOf(time.Now().UTC()))
+		}},
+		{"prune-idempotency-keys", time.Hour, func(ctx context.Context) (int, error) {
+			n, err := store.PruneIdempotencyKeys(ctx, 48*time.Hour, 10_000)
+			return int(n), err
+		}},
+	}
+	remaining := make(chan struct{}, len(jobs))
+	for _, j := range jobs {
+		go func() {
+			defer func() { remaining <- struct{}{} }()
+			postgres.Every(ctx, j.interval, func(ctx context.Context) {
+				n, err := j.f(ctx)
+				switch {
+				case err != nil && ctx.Err() == nil:
+					log.Warn("job failed", "job", j.name, "err", err)
+				case n > 0:
+					log.Info("job done", "job", j.name, "count", n)
+				}
+			})
+		}()
+	}
+	go func() {
+		for range jobs {
+			<-remaining
+		}
+		close(done)
+	}()
+	return done
+}

@@ -1,0 +1,305 @@
+#!/usr/bin/env bash
+# The local Berth stack: PostgreSQL 15, Redis and NATS JetStream from local
+# binaries under .local/, then the Berth services of three regions.
+#
+#   stack.sh deps     start PostgreSQL, Redis and NATS (what the tests need)
+#   stack.sh up       deps + migrations + the services of every region, in the background
+#   stack.sh run      up + demo seed, then follow the logs; Ctrl-C stops everything
+#   stack.sh down     stop everything this script started
+#   stack.sh status   show what runs
+#
+# Idempotent: a second `up` reuses whatever already runs. Everything it makes
+# lives in .local/ (git-ignored); .local/env holds shell exports of the URLs
+# and development credentials.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+LOCAL="$ROOT/.local"
+BIN="$LOCAL/bin"
+LOGS="$LOCAL/logs"
+RUN="$LOCAL/run"
+PG_PORT="${BERTH_PG_PORT:-55432}"
+REDIS_PORT="${BERTH_REDIS_PORT:-56379}"
+NATS_PORT="${BERTH_NATS_PORT:-54222}"
+NATS_HTTP_PORT="${BERTH_NATS_HTTP_PORT:-58222}"
+NATS_VERSION="v2.15.2"
+REGIONS=(us-east eu-west ap-south)
+# Public (router) ports per region; booking services listen on internal ports.
+ROUTER_PORTS=(8080 8081 8082)
+BOOKING_PORTS=(9080 9081 9082)
+READMODEL_PORT=8090
+
+log() { printf '\033[1m[stack]\033[0m %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+wait_port() { # port name [seconds]
+	local i
+	for ((i = 0; i < ${3:-60} * 10; i++)); do
+		port_open "$1" && return 0
+		sleep 0.1
+	done
+	die "$2 did not listen on port $1; see $LOGS"
+}
+
+# has_command binary subcommand: whether the built binary has that subcommand.
+has_command() { [[ -x "$BIN/$1" ]] && "$BIN/$1" --help 2>/dev/null | grep -qE "^  $2 "; }
+
+pid_alive() { [[ -f "$1" ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+apt_install() {
+	log "installing $* with apt-get"
+	if [[ $(id -u) -ne 0 ]]; then die "$* missing and not root; install: apt-get install $*"; fi
+	if [[ -z "$(find /var/lib/apt/lists -name '*Packages*' -print -quit 2>/dev/null)" ]]; then
+		apt-get update -qq >/dev/null
+	fi
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null || {
+		apt-get update -qq >/dev/null
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+	}
+}
+
+pg_bindir() {
+	local d
+	for d in /usr/lib/postgresql/15/bin; do
+		[[ -x "$d/postgres" ]] && { echo "$d"; return; }
+	done
+	return 1
+}
+
+# Run a command as the unprivileged database owner when we are root
+# (PostgreSQL refuses to run as root).
+as_pg() {
+	if [[ $(id -u) -eq 0 ]]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+start_postgres() {
+	local bindir
+	bindir="$(pg_bindir)" || { apt_install postgresql-15; bindir="$(pg_bindir)"; }
+	local data="$LOCAL/pg/data" sock="$LOCAL/pg/sock"
+	if port_open "$PG_PORT"; then log "postgresql already on :$PG_PORT"; return; fi
+	mkdir -p "$LOCAL/pg" "$sock"
+	if [[ $(id -u) -eq 0 ]]; then
+		id postgres >/dev/null 2>&1 || useradd --system --home-dir /var/lib/postgresql --shell /bin/bash postgres
+		chown -R postgres "$LOCAL/pg"
+		# The data directory must be reachable by the postgres user.
+		chmod o+x "$ROOT" "$LOCAL" 2>/dev/null || true
+		local p="$ROOT"
+		while [[ "$p" != "/" ]]; do chmod o+x "$p" 2>/dev/null || true; p="$(dirname "$p")"; done
+	fi
+	if [[ ! -f "$data/PG_VERSION" ]]; then
+		log "initdb into .local/pg/data"
+		as_pg "$bindir/initdb" -D "$data" -U berth --auth=trust -E UTF8 --locale=C.UTF-8 >"$LOGS/initdb.log" 2>&1 ||
+			as_pg "$bindir/initdb" -D "$data" -U berth --auth=trust -E UTF8 --locale=C >"$LOGS/initdb.log" 2>&1
+		cat >>"$data/postgresql.conf" <<CONF
+# Berth local development settings.
+listen_addresses = '127.0.0.1'
+port = $PG_PORT
+unix_socket_directories = '$sock'
+max_connections = 400
+shared_buffers = 256MB
+# fsync off survives process crashes (kill -9, restarts) but not an OS crash:
+# fine for a laptop stack; synchronous_commit stays on so a commit is durable
+# against the process crashes the fault tests inject.
+fsync = off
+full_page_writes = off
+max_locks_per_transaction = 256
+CONF
+	fi
+	log "starting postgresql on :$PG_PORT"
+	as_pg "$bindir/pg_ctl" -D "$data" -l "$LOCAL/pg/postgres.log" -w -t 60 start >/dev/null
+	wait_port "$PG_PORT" postgresql
+	local psql="$bindir/psql"
+	"$psql" -h 127.0.0.1 -p "$PG_PORT" -U berth -d postgres -qtAc "SELECT 1 FROM pg_database WHERE datname='berth'" | grep -q 1 ||
+		"$psql" -h 127.0.0.1 -p "$PG_PORT" -U berth -d postgres -qc "CREATE DATABASE berth" >/dev/null
+}
+
+start_redis() {
+	if port_open "$REDIS_PORT"; then log "redis already on :$REDIS_PORT"; return; fi
+	command -v redis-server >/dev/null || apt_install redis-server
+	mkdir -p "$LOCAL/redis"
+	log "starting redis on :$REDIS_PORT"
+	redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --daemonize yes --dir "$LOCAL/redis" \
+		--pidfile "$RUN/redis.pid" --logfile "$LOGS/redis.log" --save '' --appendonly no >/dev/null
+	wait_port "$REDIS_PORT" redis
+}
+
+start_nats() {
+	if port_open "$NATS_PORT"; then log "nats already on :$NATS_PORT"; return; fi
+	if [[ ! -x "$BIN/nats-server" ]] || ! "$BIN/nats-server" --version 2>/dev/null | grep -q "${NATS_VERSION#v}"; then
+		log "building nats-server $NATS_VERSION into .local/bin"
+		(cd "$ROOT" && GOBIN="$BIN" GOFLAGS=-mod=mod go install "github.com/nats-io/nats-server/v2@$NATS_VERSION")
+	fi
+	mkdir -p "$LOCAL/nats"
+	log "starting nats (JetStream) on :$NATS_PORT"
+	"$BIN/nats-server" -js -a 127.0.0.1 -p "$NATS_PORT" -m "$NATS_HTTP_PORT" -sd "$LOCAL/nats" \
+		-P "$RUN/nats.pid" >"$LOGS/nats.log" 2>&1 </dev/null &
+	wait_port "$NATS_PORT" nats
+}
+
+write_env() {
+	local f="$LOCAL/env"
+	[[ -f "$LOCAL/secrets" ]] || {
+		umask 077
+		{
+			echo "BERTH_TOKEN_SECRET=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+			echo "BERTH_WEBHOOK_SECRET=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+			echo "BERTH_WAITING_ROOM_KEYS=k1:$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+		} >"$LOCAL/secrets"
+	}
+	# shellcheck disable=SC1091
+	source "$LOCAL/secrets"
+	local routers=() bookings=() i
+	for i in "${!REGIONS[@]}"; do
+		routers+=("${REGIONS[$i]}=http://127.0.0.1:${ROUTER_PORTS[$i]}")
+		bookings+=("${REGIONS[$i]}=http://127.0.0.1:${BOOKING_PORTS[$i]}")
+	done
+	{
+		echo "# Written by deploy/local/stack.sh — development values only."
+		echo "export BERTH_DATABASE_URL='postgres://berth@127.0.0.1:$PG_PORT/berth?sslmode=disable'"
+		echo "export BERTH_TEST_DATABASE_URL='postgres://berth@127.0.0.1:$PG_PORT/postgres?sslmode=disable'"
+		echo "export BERTH_REDIS_URL='redis://127.0.0.1:$REDIS_PORT/0'"
+		echo "export BERTH_NATS_URL='nats://127.0.0.1:$NATS_PORT'"
+		echo "export BERTH_ROUTER_URLS='$(IFS=,; echo "${routers[*]}")'"
+		echo "export BERTH_BOOKING_URLS='$(IFS=,; echo "${bookings[*]}")'"
+		echo "export BERTH_READMODEL_URL='http://127.0.0.1:$READMODEL_PORT'"
+		echo "export BERTH_TOKEN_SECRET='$BERTH_TOKEN_SECRET'"
+		echo "export BERTH_WEBHOOK_SECRET='$BERTH_WEBHOOK_SECRET'"
+		echo "export BERTH_WAITING_ROOM_KEYS='$BERTH_WAITING_ROOM_KEYS'"
+	} >"$f.tmp"
+	mv "$f.tmp" "$f"
+	# shellcheck disable=SC1090
+	source "$f"
+	if [[ -x "$BIN/booking" ]]; then
+		{
+			echo "export BERTH_ADMIN_TOKEN='$("$BIN/booking" token --sub dev-admin --role admin --ttl 720h)'"
+			echo "export BERTH_OPS_TOKEN='$("$BIN/booking" token --sub dev-ops --role ops --ttl 720h)'"
+			echo "export BERTH_GUEST_TOKEN='$("$BIN/booking" token --sub guest-demo --role guest --ttl 720h)'"
+		} >>"$f"
+		if has_command readmodel partners; then
+			local key
+			key="$("$BIN/readmodel" partners create --name dev-partner --quiet 2>/dev/null || true)"
+			if [[ -n "$key" ]]; then echo "export BERTH_PARTNER_API_KEY='$key'" >>"$f"; fi
+		fi
+	fi
+}
+
+build() {
+	log "building berth binaries into .local/bin"
+	(cd "$ROOT" && go build -o "$BIN/" ./cmd/booking ./cmd/router ./cmd/readmodel)
+}
+
+start_service() { # name port args...
+	local name="$1" port="$2"
+	shift 2
+	if port_open "$port"; then log "$name already on :$port"; return; fi
+	log "starting $name on :$port"
+	# shellcheck disable=SC1091
+	# The subshell execs the service, so the pid written is the service's;
+	# its output goes to the log, never to the caller's terminal or pipe.
+	(
+		set +u
+		source "$LOCAL/env"
+		exec "$@"
+	) >>"$LOGS/$name.log" 2>&1 </dev/null &
+	echo $! >"$RUN/$name.pid"
+}
+
+start_services() {
+	build
+	write_env
+	# shellcheck disable=SC1091
+	source "$LOCAL/env"
+	"$BIN/booking" migrate >>"$LOGS/migrate.log" 2>&1 || die "migrations failed; see .local/logs/migrate.log"
+	local i has_router=0
+	if has_command router serve; then has_router=1; fi
+	for i in "${!REGIONS[@]}"; do
+		local r="${REGIONS[$i]}" bport="${BOOKING_PORTS[$i]}"
+		# Until a router fronts it, us-east's booking service takes the public port.
+		[[ $has_router -eq 0 && $i -eq 0 ]] && bport="${ROUTER_PORTS[0]}"
+		start_service "booking-$r" "$bport" "$BIN/booking" serve --region "$r" --addr "127.0.0.1:$bport"
+		if [[ $has_router -eq 1 ]]; then
+			start_service "router-$r" "${ROUTER_PORTS[$i]}" "$BIN/router" serve --region "$r" --addr "127.0.0.1:${ROUTER_PORTS[$i]}"
+		fi
+	done
+	if has_command readmodel serve; then
+		start_service readmodel "$READMODEL_PORT" "$BIN/readmodel" serve --addr "127.0.0.1:$READMODEL_PORT"
+	fi
+	for i in "${!REGIONS[@]}"; do
+		local bport="${BOOKING_PORTS[$i]}"
+		[[ $has_router -eq 0 && $i -eq 0 ]] && bport="${ROUTER_PORTS[0]}"
+		wait_port "$bport" "booking-${REGIONS[$i]}" 30
+		if [[ $has_router -eq 1 ]]; then wait_port "${ROUTER_PORTS[$i]}" "router-${REGIONS[$i]}" 30; fi
+	done
+	write_env # now with tokens and the partner key
+}
+
+stop_pidfile() { # name pidfile
+	if pid_alive "$2"; then
+		log "stopping $1"
+		kill "$(cat "$2")" 2>/dev/null || true
+		local i
+		for ((i = 0; i < 100; i++)); do pid_alive "$2" || break; sleep 0.1; done
+		pid_alive "$2" && kill -9 "$(cat "$2")" 2>/dev/null || true
+	fi
+	rm -f "$2"
+}
+
+down() {
+	local f
+	for f in "$RUN"/router-*.pid "$RUN"/booking-*.pid "$RUN"/readmodel.pid; do
+		[[ -e "$f" ]] || continue
+		stop_pidfile "$(basename "$f" .pid)" "$f"
+	done
+	stop_pidfile nats "$RUN/nats.pid"
+	if [[ -f "$RUN/redis.pid" ]]; then stop_pidfile redis "$RUN/redis.pid"; fi
+	if [[ -f "$LOCAL/pg/data/postmaster.pid" ]]; then
+		log "stopping postgresql"
+		as_pg "$(pg_bindir)/pg_ctl" -D "$LOCAL/pg/data" -m fast -w stop >/dev/null 2>&1 || true
+	fi
+}
+
+status() {
+	local name port
+	for name in postgres:$PG_PORT redis:$REDIS_PORT nats:$NATS_PORT; do
+		port="${name#*:}"
+		if port_open "$port"; then echo "up    ${name%%:*} :$port"; else echo "down  ${name%%:*} :$port"; fi
+	done
+	for f in "$RUN"/*.pid; do
+		[[ -e "$f" ]] || continue
+		if pid_alive "$f"; then echo "up    $(basename "$f" .pid) pid $(cat "$f")"; else echo "dead  $(basename "$f" .pid)"; fi
+	done
+}
+
+deps() {
+	mkdir -p "$BIN" "$LOGS" "$RUN"
+	start_postgres
+	start_redis
+	start_nats
+	write_env
+}
+
+case "${1:-}" in
+deps) deps ;;
+up)
+	deps
+	start_services
+	log "up; source .local/env for URLs and tokens"
+	;;
+run)
+	deps
+	start_services
+	trap 'echo; down; exit 0' INT TERM
+	"$BIN/booking" seed-demo --print-examples || log "demo seed failed; see above"
+	log "following logs; Ctrl-C stops everything"
+	tail -n 0 -F "$LOGS"/booking-*.log "$LOGS"/router-*.log "$LOGS"/readmodel.log 2>/dev/null &
+	wait
+	;;
+down) down ;;
+status) status ;;
+*)
+	echo "usage: $0 deps|up|run|down|status" >&2
+	exit 2
+	;;
+esac

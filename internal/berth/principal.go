@@ -1,0 +1,70 @@
+package berth
+
+import "slices"
+
+// Role is what a token allows.
+type Role string
+
+// The roles of the API contract.
+const (
+	RoleGuest Role = "guest"
+	RoleStaff Role = "staff"
+	RoleAdmin Role = "admin"
+	RoleOps   Role = "ops"
+)
+
+// Valid reports whether r is one of the known roles.
+func (r Role) Valid() bool {
+	switch r {
+	case RoleGuest, RoleStaff, RoleAdmin, RoleOps:
+		return true
+	}
+	return false
+}
+
+// Principal is who makes a request, as proven by a verified token.
+type Principal struct {
+	Subject    string
+	Role       Role
+	Partitions []string // staff only: the partition ids they may act for
+}
+
+// IsAdmin reports whether p has the admin role.
+func (p Principal) IsAdmin() bool { return p.Role == RoleAdmin }
+
+// StaffOf reports whether p is staff of the given partition.
+func (p Principal) StaffOf(partitionID string) bool {
+	return p.Role == RoleStaff && slices.Contains(p.Partitions, partitionID)
+}
+
+// MayActForGuest reports whether p may act on reservations of guestID in the
+// given partition: the guest themselves, staff of that partition, or admin.
+func (p Principal) MayActForGuest(partitionID, guestID string) bool {
+	switch p.Role {
+	case RoleGuest:
+		return p.Subject == guestID
+	case RoleStaff:
+		return p.StaffOf(partitionID)
+	case RoleAdmin:
+		return true
+	}
+	return false
+}
+
+// Kind is the kind of a partition.
+type Kind string
+
+// The kinds of partition.
+const (
+	KindHotel  Kind = "hotel"
+	KindClinic Kind = "clinic"
+)
+
+// Valid reports whether k is a known kind.
+func (k Kind) Valid() bool { return k == KindHotel || k == KindClinic }
+
+// Regions are the regions Berth runs in, in their canonical order.
+var Regions = []string{"us-east", "eu-west", "ap-south"}
+
+// ValidRegion reports whether r is one of Regions.
+func ValidRegion(r string) bool { return slices.Contains(Regions, r) }

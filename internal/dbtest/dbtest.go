@@ -1,0 +1,88 @@
+// Package dbtest gives each test its own PostgreSQL database, created with a
+// random name, migrated by the real migrations and dropped when the test
+// ends. It needs BERTH_TEST_DATABASE_URL (an admin URL, as written to
+// .local/env by `make up`); without it tests skip, unless BERTH_REQUIRE_DB is
+// set (as `make test` does), in which case they fail.
+package dbtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/berthhq/berth/internal/postgres"
+	"github.com/jackc/pgx/v5"
+)
+
+// AdminURL returns the admin database URL, skipping or failing the test when
+// none is configured.
+func AdminURL(t testing.TB) string {
+	t.Helper()
+	url := os.Getenv("BERTH_TEST_DATABASE_URL")
+	if url == "" {
+		if os.Getenv("BERTH_REQUIRE_DB") != "" {
+			t.Fatal("BERTH_TEST_DATABASE_URL is not set; run `make up` or `make test`")
+		}
+		t.Skip("BERTH_TEST_DATABASE_URL is not set; run `make up` first")
+	}
+	return url
+}
+
+// NewURL creates an empty database and returns its URL; it is dropped when
+// the test ends.
+func NewURL(t testing.TB) string {
+	t.Helper()
+	admin := AdminURL(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	name := "berth_test_" + hex.EncodeToString(b)
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		t.Fatalf("connect to test server: %v", err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("create test database: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, admin)
+		if err != nil {
+			t.Logf("drop test database %s: %v", name, err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			t.Logf("drop test database %s: %v", name, err)
+		}
+	})
+	cfg, err := pgx.ParseConfig(admin)
+	if err != nil {
+		t.Fatalf("parse test url: %v", err)
+	}
+	return fmt.Sprintf("postgres://%s@%s:%d/%s?sslmode=disable", cfg.User, cfg.Host, cfg.Port, name)
+}
+
+// New creates a migrated database and opens it with opts.
+func New(t testing.TB, opts postgres.Options) (*postgres.DB, string) {
+	t.Helper()
+	url := NewURL(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	db, err := postgres.Open(ctx, url, opts)
+	if err != nil {
+		t.Fatalf("open test database: %v", err)
+	}
+	t.Cleanup(db.Close)
+	if _, err := postgres.Migrate(ctx, db); err != nil {
+		t.Fatalf("migrate test database: %v", err)
+	}
+	return db, url
+}

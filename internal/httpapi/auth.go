@@ -1,0 +1,61 @@
+package httpapi
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/berthhq/berth/internal/berth"
+)
+
+// Principal verifies the request's bearer token. It returns unauthorized
+// when the header is missing or the token does not verify.
+func (s *Server) Principal(r *http.Request) (berth.Principal, error) {
+	return BearerPrincipal(r, s.cfg.Tokens)
+}
+
+// Verifier verifies a token.
+type Verifier interface {
+	Verify(token string) (berth.Principal, error)
+}
+
+// BearerPrincipal verifies the Authorization: Bearer token of r.
+func BearerPrincipal(r *http.Request, v Verifier) (berth.Principal, error) {
+	h := r.Header.Get("Authorization")
+	scheme, token, ok := strings.Cut(h, " ")
+	if h == "" || !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
+		return berth.Principal{}, berth.Errorf(berth.CodeUnauthorized, "send Authorization: Bearer <token>")
+	}
+	if v == nil {
+		return berth.Principal{}, berth.Errorf(berth.CodeUnauthorized, "tokens are not configured")
+	}
+	p, err := v.Verify(strings.TrimSpace(token))
+	if err != nil {
+		return berth.Principal{}, &berth.Error{Code: berth.CodeUnauthorized, Detail: "the token is invalid or expired", Err: err}
+	}
+	return p, nil
+}
+
+// requireRole verifies the token and checks its role is one of roles.
+func (s *Server) requireRole(r *http.Request, roles ...berth.Role) (berth.Principal, error) {
+	p, err := s.Principal(r)
+	if err != nil {
+		return p, err
+	}
+	for _, role := range roles {
+		if p.Role == role {
+			return p, nil
+		}
+	}
+	return p, berth.Errorf(berth.CodeForbidden, "role %s may not do this", p.Role)
+}
+
+// forGuest returns an authorize func checking p may act on a guest's
+// reservations in a partition.
+func forGuest(p berth.Principal, partitionID string) func(guestID string) error {
+	return func(guestID string) error {
+		if p.MayActForGuest(partitionID, guestID) {
+			return nil
+		}
+		return berth.Errorf(berth.CodeForbidden, "this reservation belongs to another guest")
+	}
+}

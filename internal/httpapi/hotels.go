@@ -1,0 +1,458 @@
+package httpapi
+
+import (
+	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/berthhq/berth/internal/berth"
+	"github.com/berthhq/berth/internal/reservation"
+	"github.com/google/uuid"
+)
+
+func (s *Server) hotelRoutes() {
+	s.mux.HandleFunc("POST /v1/hotels", s.handle(s.createHotel))
+	s.mux.HandleFunc("GET /v1/hotels/{hotel_id}", s.handle(s.getHotel))
+	s.mux.HandleFunc("POST /v1/hotels/{hotel_id}/room-types", s.handle(s.createRoomType))
+	s.mux.HandleFunc("PUT /v1/hotels/{hotel_id}/room-types/{room_type_id}/inventory", s.handle(s.setInventory))
+	s.mux.HandleFunc("GET /v1/hotels/{hotel_id}/availability", s.handle(s.availability))
+	s.mux.HandleFunc("POST /v1/hotels/{hotel_id}/reservations", s.handle(s.hold))
+	s.mux.HandleFunc("GET /v1/hotels/{hotel_id}/reservations/{reservation_id}", s.handle(s.getReservation))
+	s.mux.HandleFunc("POST /v1/hotels/{hotel_id}/reservations/{reservation_id}/confirm", s.handle(s.confirm))
+	s.mux.HandleFunc("POST /v1/hotels/{hotel_id}/reservations/{reservation_id}/cancel", s.handle(s.cancel))
+}
+
+// handle adapts a handler that returns an error to http.HandlerFunc; the
+// error becomes the problem answer.
+func (s *Server) handle(h func(http.ResponseWriter, *http.Request) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			WriteProblem(w, r, s.log, err)
+		}
+	}
+}
+
+// text checks a required free-text field.
+func text(f *Fields, name, v string, maxLen int) string {
+	v = strings.TrimSpace(v)
+	switch {
+	case v == "":
+		f.Add(name, "required")
+	case utf8.RuneCountInString(v) > maxLen:
+		f.Add(name, "too long")
+	case !utf8.ValidString(v) || strings.ContainsAny(v, "\x00"):
+		f.Add(name, "invalid characters")
+	}
+	return v
+}
+
+type createHotelRequest struct {
+	Name       string `json:"name"`
+	City       string `json:"city"`
+	Country    string `json:"country"`
+	Timezone   string `json:"timezone"`
+	HomeRegion string `json:"home_region"`
+}
+
+func (s *Server) createHotel(w http.ResponseWriter, r *http.Request) error {
+	if _, err := s.requireRole(r, berth.RoleAdmin); err != nil {
+		return err
+	}
+	var req createHotelRequest
+	if err := Decode(w, r, &req); err != nil {
+		return err
+	}
+	var f Fields
+	h := reservation.Hotel{
+		ID:         uuid.NewString(),
+		Name:       text(&f, "name", req.Name, 200),
+		City:       text(&f, "city", req.City, 100),
+		Country:    strings.ToUpper(text(&f, "country", req.Country, 2)),
+		Timezone:   text(&f, "timezone", req.Timezone, 64),
+		HomeRegion: req.HomeRegion,
+	}
+	if len(h.Country) != 2 {
+		f.Add("country", "want an ISO 3166-1 alpha-2 code")
+	}
+	if _, err := time.LoadLocation(h.Timezone); h.Timezone != "" && (err != nil || h.Timezone == "Local") {
+		f.Add("timezone", "unknown IANA time zone")
+	}
+	if !berth.ValidRegion(h.HomeRegion) {
+		f.Add("home_region", "want one of "+strings.Join(berth.Regions, ", "))
+	}
+	if err := f.Err(); err != nil {
+		return err
+	}
+	h, err := s.cfg.Hotels.CreateHotel(r.Context(), h)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", "/v1/hotels/"+h.ID)
+	WriteJSON(w, http.StatusCreated, h)
+	return nil
+}
+
+func (s *Server) getHotel(w http.ResponseWriter, r *http.Request) error {
+	id, err := PathID(r, "hotel_id", "hotel")
+	if err != nil {
+		return err
+	}
+	h, err := s.cfg.Hotels.GetHotel(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	WriteJSON(w, http.StatusOK, h)
+	return nil
+}
+
+type createRoomTypeRequest struct {
+	Name              string `json:"name"`
+	MaxGuests         int    `json:"max_guests"`
+	PriceCents        int64  `json:"price_cents"`
+	Currency          string `json:"currency"`
+	OverbookingPct    int    `json:"overbooking_pct"`
+	DefaultTotalRooms *int   `json:"default_total_rooms"`
+}
+
+func validCurrency(c string) bool {
+	if len(c) != 3 {
+		return false
+	}
+	for i := range 3 {
+		if c[i] < 'A' || c[i] > 'Z' {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *Server) createRoomType(w http.ResponseWriter, r *http.Request) error {
+	hotelID, err := PathID(r, "hotel_id", "hotel")
+	if err != nil {
+		return err
+	}
+	if _, err := s.requireRole(r, berth.RoleAdmin); err != nil {
+		return err
+	}
+	var req createRoomTypeRequest
+	if err := Decode(w, r, &req); err != nil {
+		return err
+	}
+	var f Fields
+	rt := reservation.RoomType{
+		ID: uuid.NewString(), HotelID: hotelID, Name: text(&f, "name", req.Name, 200),
+		MaxGuests: req.MaxGuests, PriceCents: req.PriceCents, Currency: req.Currency,
+		OverbookingPct: req.OverbookingPct, DefaultTotalRooms: req.DefaultTotalRooms,
+	}
+	if rt.MaxGuests < 1 || rt.MaxGuests > 50 {
+		f.Add("max_guests", "want 1 to 50")
+	}
+	if rt.PriceCents < 0 || rt.PriceCents > 100_000_000_00 {
+		f.Add("price_cents", "want 0 to 10000000000")
+	}
+	if !validCurrency(rt.Currency) {
+		f.Add("currency", "want an ISO 4217 code such as EUR")
+	}
+	if rt.OverbookingPct < 0 || rt.OverbookingPct > 25 {
+		f.Add("overbooking_pct", "want 0 to 25")
+	}
+	if d := rt.DefaultTotalRooms; d != nil && (*d < 0 || *d > 100_000) {
+		f.Add("default_total_rooms", "want 0 to 100000")
+	}
+	if err := f.Err(); err != nil {
+		return err
+	}
+	rt, err = s.cfg.Hotels.CreateRoomType(r.Context(), rt)
+	if err != nil {
+		return err
+	}
+	WriteJSON(w, http.StatusCreated, rt)
+	return nil
+}
+
+type inventoryRequest struct {
+	From       string `json:"from"`
+	To         string `json:"to"`
+	TotalRooms *int   `json:"total_rooms"`
+}
+
+func (s *Server) setInventory(w http.ResponseWriter, r *http.Request) error {
+	hotelID, err := PathID(r, "hotel_id", "hotel")
+	if err != nil {
+		return err
+	}
+	roomTypeID, err := PathID(r, "room_type_id", "room type")
+	if err != nil {
+		return err
+	}
+	if _, err := s.requireRole(r, berth.RoleAdmin); err != nil {
+		return err
+	}
+	var req inventoryRequest
+	if err := Decode(w, r, &req); err != nil {
+		return err
+	}
+	var f Fields
+	from, errFrom := reservation.ParseDate(req.From)
+	if errFrom != nil {
+		f.Add("from", errFrom.Error())
+	}
+	to, errTo := reservation.ParseDate(req.To)
+	if errTo != nil {
+		f.Add("to", errTo.Error())
+	}
+	if errFrom == nil && errTo == nil {
+		if !from.Before(to) {
+			f.Add("to", "must be after from")
+		} else if from.DaysUntil(to) > reservation.MaxInventoryRangeDays {
+			f.Add("to", "at most 731 nights per update")
+		}
+	}
+	if req.TotalRooms == nil {
+		f.Add("total_rooms", "required")
+	} else if *req.TotalRooms < 0 || *req.TotalRooms > 100_000 {
+		f.Add("total_rooms", "want 0 to 100000")
+	}
+	if err := f.Err(); err != nil {
+		return err
+	}
+	n, err := s.cfg.Hotels.SetInventory(r.Context(), hotelID, roomTypeID, from, to, *req.TotalRooms, false)
+	if err != nil {
+		return err
+	}
+	WriteJSON(w, http.StatusOK, map[string]any{"hotel_id": hotelID, "room_type_id": roomTypeID, "nights": n,
+		"from": from, "to": to, "total_rooms": *req.TotalRooms})
+	return nil
+}
+
+// parseStay reads check_in/check_out from a query or body and validates them.
+func (s *Server) parseStay(f *Fields, checkIn, checkOut string) reservation.Stay {
+	in, errIn := reservation.ParseDate(checkIn)
+	if errIn != nil {
+		f.Add("check_in", errIn.Error())
+	}
+	out, errOut := reservation.ParseDate(checkOut)
+	if errOut != nil {
+		f.Add("check_out", errOut.Error())
+	}
+	stay := reservation.Stay{CheckIn: in, CheckOut: out}
+	if errIn == nil && errOut == nil {
+		if err := stay.Validate(reservation.DateOf(s.cfg.Now().UTC())); err != nil {
+			field := "check_out"
+			if strings.Contains(err.Error(), "check_in") && !strings.Contains(err.Error(), "after") {
+				field = "check_in"
+			}
+			f.Add(field, err.Error())
+		}
+	}
+	return stay
+}
+
+func (s *Server) availability(w http.ResponseWriter, r *http.Request) error {
+	hotelID, err := PathID(r, "hotel_id", "hotel")
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	var f Fields
+	for k := range q {
+		switch k {
+		case "check_in", "check_out", "room_type_id":
+		default:
+			f.Add(k, "unknown query parameter")
+		}
+	}
+	stay := s.parseStay(&f, q.Get("check_in"), q.Get("check_out"))
+	roomTypeID := q.Get("room_type_id")
+	if roomTypeID != "" && !ValidID(roomTypeID) {
+		return berth.Errorf(berth.CodeNotFound, "room type not found")
+	}
+	if err := f.Err(); err != nil {
+		return err
+	}
+	av, err := s.cfg.Hotels.Availability(r.Context(), hotelID, stay, strings.ToLower(roomTypeID))
+	if err != nil {
+		return err
+	}
+	w.Header().Set("X-Cache", "miss")
+	WriteJSON(w, http.StatusOK, av)
+	return nil
+}
+
+type holdRequest struct {
+	GuestID      string `json:"guest_id"`
+	RoomTypeID   string `json:"room_type_id"`
+	CheckIn      string `json:"check_in"`
+	CheckOut     string `json:"check_out"`
+	Quantity     int    `json:"quantity"`
+	ContactEmail string `json:"contact_email,omitempty"`
+	ContactPhone string `json:"contact_phone,omitempty"`
+}
+
+// render returns the Render func of an idempotent write: the value as JSON
+// with okStatus, or the business error as a problem.
+func render(okStatus int) func(any, error) (int, []byte) {
+	return func(v any, err error) (int, []byte) {
+		if err != nil {
+			return Problem(err)
+		}
+		return okStatus, mustJSON(v)
+	}
+}
+
+// writeResponse writes a (possibly replayed) idempotent response.
+func writeResponse(w http.ResponseWriter, resp berth.Response) {
+	if resp.Replayed {
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
+	writeRaw(w, resp.Status, resp.Body)
+}
+
+func (s *Server) hold(w http.ResponseWriter, r *http.Request) error {
+	hotelID, err := PathID(r, "hotel_id", "hotel")
+	if err != nil {
+		return err
+	}
+	p, err := s.requireRole(r, berth.RoleGuest, berth.RoleStaff, berth.RoleAdmin)
+	if err != nil {
+		return err
+	}
+	key, err := IdempotencyKey(r)
+	if err != nil {
+		return err
+	}
+	var req holdRequest
+	if err := Decode(w, r, &req); err != nil {
+		return err
+	}
+	var f Fields
+	guestID := text(&f, "guest_id", req.GuestID, 128)
+	if req.RoomTypeID == "" {
+		f.Add("room_type_id", "required")
+	}
+	stay := s.parseStay(&f, req.CheckIn, req.CheckOut)
+	if req.Quantity < 1 || req.Quantity > reservation.MaxQuantity {
+		f.Add("quantity", "want 1 to 50")
+	}
+	if len(req.ContactEmail) > 254 || (req.ContactEmail != "" && !strings.Contains(req.ContactEmail, "@")) {
+		f.Add("contact_email", "want an e-mail address")
+	}
+	if len(req.ContactPhone) > 32 {
+		f.Add("contact_phone", "too long")
+	}
+	if err := f.Err(); err != nil {
+		return err
+	}
+	if !ValidID(req.RoomTypeID) {
+		return berth.Errorf(berth.CodeNotFound, "room type not found")
+	}
+	if !p.MayActForGuest(hotelID, guestID) {
+		return berth.Errorf(berth.CodeForbidden, "a guest may book only for themselves")
+	}
+	resp, err := s.cfg.Hotels.Hold(r.Context(), reservation.HoldRequest{
+		ReservationID: uuid.NewString(), HotelID: hotelID, RoomTypeID: strings.ToLower(req.RoomTypeID), GuestID: guestID,
+		Stay: stay, Quantity: req.Quantity, ContactEmail: req.ContactEmail, ContactPhone: req.ContactPhone,
+	}, &berth.Idem{Key: key, Hash: RequestHash("hold:"+hotelID, p.Subject, req), Render: render(http.StatusCreated)})
+	if err != nil {
+		return err
+	}
+	writeResponse(w, resp)
+	return nil
+}
+
+func (s *Server) getReservation(w http.ResponseWriter, r *http.Request) error {
+	hotelID, err := PathID(r, "hotel_id", "hotel")
+	if err != nil {
+		return err
+	}
+	resID, err := PathID(r, "reservation_id", "reservation")
+	if err != nil {
+		return err
+	}
+	p, err := s.Principal(r)
+	if err != nil {
+		return err
+	}
+	res, err := s.cfg.Hotels.GetReservation(r.Context(), hotelID, resID)
+	if err != nil {
+		return err
+	}
+	if err := forGuest(p, hotelID)(res.GuestID); err != nil {
+		return err
+	}
+	WriteJSON(w, http.StatusOK, res)
+	return nil
+}
+
+type confirmRequest struct {
+	PaymentRef string `json:"payment_ref"`
+}
+
+func (s *Server) confirm(w http.ResponseWriter, r *http.Request) error {
+	return s.transition(w, r, true)
+}
+
+func (s *Server) cancel(w http.ResponseWriter, r *http.Request) error {
+	return s.transition(w, r, false)
+}
+
+func (s *Server) transition(w http.ResponseWriter, r *http.Request, confirm bool) error {
+	hotelID, err := PathID(r, "hotel_id", "hotel")
+	if err != nil {
+		return err
+	}
+	resID, err := PathID(r, "reservation_id", "reservation")
+	if err != nil {
+		return err
+	}
+	p, err := s.requireRole(r, berth.RoleGuest, berth.RoleStaff, berth.RoleAdmin)
+	if err != nil {
+		return err
+	}
+	key, err := IdempotencyKey(r)
+	if err != nil {
+		return err
+	}
+	var req confirmRequest
+	if confirm {
+		if err := Decode(w, r, &req); err != nil {
+			return err
+		}
+		var f Fields
+		req.PaymentRef = text(&f, "payment_ref", req.PaymentRef, 128)
+		if err := f.Err(); err != nil {
+			return err
+		}
+	} else if err := decodeOptional(w, r, &struct{}{}); err != nil {
+		return err
+	}
+	var resp berth.Response
+	if confirm {
+		idem := &berth.Idem{Key: key, Hash: RequestHash("confirm:"+resID, p.Subject, req), Render: render(http.StatusOK)}
+		resp, err = s.cfg.Hotels.Confirm(r.Context(), hotelID, resID, req.PaymentRef, forGuest(p, hotelID), idem)
+	} else {
+		idem := &berth.Idem{Key: key, Hash: RequestHash("cancel:"+resID, p.Subject, nil), Render: render(http.StatusOK)}
+		resp, err = s.cfg.Hotels.Cancel(r.Context(), hotelID, resID, forGuest(p, hotelID), idem)
+	}
+	if err != nil {
+		return err
+	}
+	writeResponse(w, resp)
+	return nil
+}
+
+// decodeOptional accepts an empty body or a JSON object matching dst.
+func decodeOptional(w http.ResponseWriter, r *http.Request, dst any) error {
+	if r.ContentLength == 0 && r.Header.Get("Content-Type") == "" {
+		return nil
+	}
+	body, err := readBody(w, r)
+	if err != nil {
+		return err
+	}
+	if len(strings.TrimSpace(string(body))) == 0 {
+		return nil
+	}
+	return DecodeBytes(body, dst)
+}

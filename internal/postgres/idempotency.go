@@ -1,0 +1,79 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/berthhq/berth/internal/berth"
+	"github.com/jackc/pgx/v5"
+)
+
+// claimKey records an Idempotency-Key at the start of a write transaction.
+//
+// The INSERT is the lock: a concurrent request with the same key blocks on
+// the uncommitted row until the first commits (then it replays the stored
+// response) or rolls back (then it proceeds as the first). If it waits past
+// lock_timeout, it answers 409 idempotency_in_progress. A stored key with a
+// different request hash is 422 idempotency_key_reused.
+func claimKey(ctx context.Context, tx pgx.Tx, partitionID, region string, idem *berth.Idem) (*berth.Response, error) {
+	tag, err := tx.Exec(ctx,
+		`INSERT INTO idempotency_keys (partition_id, idem_key, home_region, request_hash)
+		 VALUES ($1, $2, $3, $4) ON CONFLICT (partition_id, idem_key) DO NOTHING`,
+		partitionID, idem.Key, region, idem.Hash)
+	if err != nil {
+		if sqlState(err) == "55P03" {
+			return nil, &berth.Error{Code: berth.CodeIdempotencyInProgress,
+				Detail: "a request with this Idempotency-Key is still running", RetryAfter: 1, Err: err}
+		}
+		return nil, fmt.Errorf("claim idempotency key: %w", err)
+	}
+	if tag.RowsAffected() == 1 {
+		return nil, nil
+	}
+	var (
+		hash   string
+		status *int32
+		body   []byte
+	)
+	err = tx.QueryRow(ctx,
+		`SELECT request_hash, response_status, response_body FROM idempotency_keys
+		 WHERE partition_id = $1 AND idem_key = $2`, partitionID, idem.Key).Scan(&hash, &status, &body)
+	if errors.Is(err, pgx.ErrNoRows) {
+		// Pruned between the two statements: let the whole transaction retry.
+		return nil, fmt.Errorf("idempotency key vanished: %w", errRetry)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read idempotency key: %w", err)
+	}
+	if hash != idem.Hash {
+		return nil, berth.Errorf(berth.CodeIdempotencyKeyReused,
+			"this Idempotency-Key was used with a different request")
+	}
+	if status == nil {
+		// Committed without a response cannot happen (the response is written
+		// in the same transaction); treat it as still running.
+		return nil, berth.Errorf(berth.CodeIdempotencyInProgress, "a request with this Idempotency-Key is still running")
+	}
+	return &berth.Response{Status: int(*status), Body: body, Replayed: true}, nil
+}
+
+func queueStoreResponse(b *pgx.Batch, partitionID, key string, resp berth.Response) {
+	b.Queue(`UPDATE idempotency_keys SET response_status = $3, response_body = $4
+		 WHERE partition_id = $1 AND idem_key = $2`, partitionID, key, resp.Status, resp.Body)
+}
+
+// PruneIdempotencyKeys deletes keys older than keep (at least 24 h by
+// contract), at most limit rows per call; it returns how many it deleted.
+func (s *Store) PruneIdempotencyKeys(ctx context.Context, keep time.Duration, limit int) (int64, error) {
+	tag, err := s.db.Pool.Exec(ctx,
+		`DELETE FROM idempotency_keys WHERE (partition_id, idem_key) IN (
+		   SELECT partition_id, idem_key FROM idempotency_keys
+		   WHERE created_at < now() - $1 * INTERVAL '1 microsecond' AND home_region = $2 LIMIT $3)`,
+		keep.Microseconds(), s.region, limit)
+	if err != nil {
+		return 0, fmt.Errorf("prune idempotency keys: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}

@@ -1,0 +1,108 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io/fs"
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/berthhq/berth/schema"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+)
+
+// MigrationResult reports what Migrate applied.
+type MigrationResult struct {
+	Applied []string
+	Overlay []string
+	Engine  Engine
+}
+
+// Migrate applies the portable migrations and, on CockroachDB, the overlay.
+//
+// No advisory lock guards it (advisory locks are no-ops on CockroachDB):
+// goose's version table has a unique version column, so two migrators
+// racing on one step make one of them fail loudly rather than apply a step
+// twice; run migrations from one place (the migration Job) anyway.
+func Migrate(ctx context.Context, db *DB) (MigrationResult, error) {
+	res := MigrationResult{Engine: db.Engine}
+	sqlDB := stdlib.OpenDBFromPool(db.Pool)
+	defer sqlDB.Close()
+	p, err := goose.NewProvider(goose.DialectPostgres, sqlDB, schema.Migrations)
+	if err != nil {
+		return res, fmt.Errorf("load migrations: %w", err)
+	}
+	results, err := p.Up(ctx)
+	for _, r := range results {
+		res.Applied = append(res.Applied, r.Source.Path)
+	}
+	if err != nil {
+		return res, fmt.Errorf("apply migrations: %w", err)
+	}
+	if db.Engine == EngineCockroach {
+		if res.Overlay, err = applyOverlay(ctx, sqlDB, schema.Cockroach); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// applyOverlay runs every overlay file not yet recorded, in name order.
+func applyOverlay(ctx context.Context, db *sql.DB, fsys fs.FS) ([]string, error) {
+	var dbName string
+	if err := db.QueryRowContext(ctx, "SELECT current_database()").Scan(&dbName); err != nil {
+		return nil, fmt.Errorf("overlay: %w", err)
+	}
+	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_overlay (
+		name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())`); err != nil {
+		return nil, fmt.Errorf("overlay: %w", err)
+	}
+	names, err := OverlayFiles(fsys)
+	if err != nil {
+		return nil, err
+	}
+	var applied []string
+	for _, name := range names {
+		var done bool
+		if err := db.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM schema_overlay WHERE name = $1)", name).Scan(&done); err != nil {
+			return applied, fmt.Errorf("overlay %s: %w", name, err)
+		}
+		if done {
+			continue
+		}
+		body, err := fs.ReadFile(fsys, name)
+		if err != nil {
+			return applied, err
+		}
+		stmt := strings.ReplaceAll(string(body), "{{database}}", quoteIdent(dbName))
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			return applied, fmt.Errorf("overlay %s: %w", name, err)
+		}
+		if _, err := db.ExecContext(ctx, "INSERT INTO schema_overlay (name) VALUES ($1)", name); err != nil {
+			return applied, fmt.Errorf("overlay %s: %w", name, err)
+		}
+		applied = append(applied, name)
+	}
+	return applied, nil
+}
+
+// OverlayFiles lists the overlay's SQL files in the order they apply.
+func OverlayFiles(fsys fs.FS) ([]string, error) {
+	var names []string
+	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && path.Ext(p) == ".sql" {
+			names = append(names, p)
+		}
+		return nil
+	})
+	slices.Sort(names)
+	return names, err
+}
+
+func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }

@@ -1,0 +1,119 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/berthhq/berth/internal/berth"
+	"github.com/jackc/pgx/v5"
+)
+
+// Store is the booking service's view of the database for one region: every
+// write it makes is fenced to partitions homed in that region.
+type Store struct {
+	db      *DB
+	region  string
+	holdTTL time.Duration
+}
+
+// NewStore returns a store that writes for region.
+func NewStore(db *DB, region string, holdTTL time.Duration) *Store {
+	if holdTTL <= 0 {
+		holdTTL = 10 * time.Minute
+	}
+	return &Store{db: db, region: region, holdTTL: holdTTL}
+}
+
+// DB returns the underlying database.
+func (s *Store) DB() *DB { return s.db }
+
+// Region returns the region the store writes for.
+func (s *Store) Region() string { return s.region }
+
+// businessOutcome reports whether err is a committed, answerable outcome of
+// a write (the transaction commits and the answer is stored with the key)
+// rather than a failure that rolls everything back.
+func businessOutcome(err error) bool {
+	switch berth.ErrorCode(err) {
+	case berth.CodeSoldOut, berth.CodeSlotTaken, berth.CodeHoldExpired, berth.CodeInvalidState:
+		return true
+	}
+	return false
+}
+
+// write runs fn in a fenced, idempotent write transaction of one partition.
+//
+// Order inside the transaction (see docs/adr/0003-lock-order.md): the
+// placement row first (FOR SHARE: the fence), then the idempotency key,
+// then the partition's rows in the order fn documents.
+func (s *Store) write(ctx context.Context, kind berth.Kind, partitionID string, idem *berth.Idem,
+	fn func(tx pgx.Tx, b *pgx.Batch) (any, error)) (berth.Response, error) {
+	var resp berth.Response
+	err := s.db.InTx(ctx, func(tx pgx.Tx) error {
+		resp = berth.Response{}
+		if err := s.fence(ctx, tx, kind, partitionID); err != nil {
+			return err
+		}
+		if idem != nil {
+			replay, err := claimKey(ctx, tx, partitionID, s.region, idem)
+			if err != nil {
+				return err
+			}
+			if replay != nil {
+				resp = *replay
+				return nil
+			}
+		}
+		// Statements whose results nobody reads (inserts of the new rows,
+		// outbox events, the stored response) go in one batch: one round trip.
+		b := &pgx.Batch{}
+		value, err := fn(tx, b)
+		if err != nil && (idem == nil || !businessOutcome(err)) {
+			return err
+		}
+		if idem != nil {
+			resp.Status, resp.Body = idem.Render(value, err)
+			queueStoreResponse(b, partitionID, idem.Key, resp)
+		}
+		if b.Len() > 0 {
+			if err := tx.SendBatch(ctx, b).Close(); err != nil {
+				return fmt.Errorf("write batch: %w", err)
+			}
+		}
+		if idem == nil {
+			resp.Value = value
+		}
+		return nil
+	})
+	if err != nil {
+		return berth.Response{}, classify(err)
+	}
+	return resp, nil
+}
+
+// fence checks, inside the write transaction, that the partition is homed in
+// this store's region. The FOR SHARE lock makes a concurrent move wait for
+// this transaction (or this transaction wait for the move and then refuse),
+// so a stale router can never make two regions write one partition.
+func (s *Store) fence(ctx context.Context, tx pgx.Tx, kind berth.Kind, partitionID string) error {
+	var home string
+	err := tx.QueryRow(ctx,
+		`SELECT home_region FROM placements WHERE kind = $1 AND partition_id = $2 FOR SHARE`,
+		string(kind), partitionID).Scan(&home)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return berth.Errorf(berth.CodeNotFound, "%s %s not found", kind, partitionID)
+	}
+	if err != nil {
+		return fmt.Errorf("fence: %w", err)
+	}
+	if home != s.region {
+		return &berth.Error{
+			Code:   berth.CodeMisdirected,
+			Detail: fmt.Sprintf("%s %s is homed in %s, not %s", kind, partitionID, home, s.region),
+			Extra:  map[string]any{"home_region": home},
+		}
+	}
+	return nil
+}

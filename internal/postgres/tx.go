@@ -1,0 +1,154 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/berthhq/berth/internal/berth"
+	"github.com/cockroachdb/cockroach-go/v2/crdb"
+	crdbpgx "github.com/cockroachdb/cockroach-go/v2/crdb/crdbpgxv5"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// InTx runs fn in a write transaction and retries it when the server asks.
+//
+// fn may run more than once: generate ids and timestamps before calling
+// InTx, do nothing but SQL inside fn, and append outbox rows inside it.
+//
+// On CockroachDB it is crdbpgx.ExecuteTx (the savepoint protocol, retrying
+// 40001 inside one transaction, where RELEASE SAVEPOINT is the commit).
+//
+// On PostgreSQL that helper is unsafe: it ignores the error of the final
+// COMMIT, and a retry inside one REPEATABLE READ/SERIALIZABLE transaction
+// keeps the old snapshot and fails forever. So here the whole transaction is
+// retried — BEGIN … COMMIT — with jittered backoff and a cap, and the COMMIT's
+// error is always checked: 40001/40P01 are retried (nothing was committed),
+// a lost connection or 40003 at COMMIT is berth.ErrUnknownOutcome, anything
+// else is returned as is. Success is reported only after COMMIT succeeded.
+func (db *DB) InTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	opts := pgx.TxOptions{IsoLevel: db.opts.Isolation.pgx()}
+	if db.Engine == EngineCockroach {
+		ctx = crdb.WithMaxRetries(ctx, db.opts.MaxRetries)
+		return crdbpgx.ExecuteTx(ctx, db.Pool, opts, fn)
+	}
+	backoff := 2 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		err := db.attempt(ctx, opts, fn)
+		if err == nil || !retryable(err) || attempt >= db.opts.MaxRetries {
+			return err
+		}
+		if db.onRetry != nil {
+			db.onRetry(err)
+		}
+		// Full jitter: sleep a random time up to the current cap.
+		sleep := time.Duration(rand.Int64N(int64(backoff))) + time.Millisecond
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("retry transaction: %w (last error: %w)", ctx.Err(), err)
+		case <-time.After(sleep):
+		}
+		backoff = min(backoff*2, 200*time.Millisecond)
+	}
+}
+
+func (db *DB) attempt(ctx context.Context, opts pgx.TxOptions, fn func(pgx.Tx) error) (err error) {
+	tx, err := db.Pool.BeginTx(ctx, opts)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			// The transaction is over either way; a rollback error adds nothing.
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+		}
+	}()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return commitError(err)
+	}
+	return nil
+}
+
+// commitError classifies an error from COMMIT. It never returns nil.
+func commitError(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		if pgErr.Code == "40003" { // statement_completion_unknown
+			return fmt.Errorf("commit: %w: %w", berth.ErrUnknownOutcome, err)
+		}
+		// A serialization failure at COMMIT rolled back: safe to retry.
+		return fmt.Errorf("commit: %w", err)
+	}
+	if errors.Is(err, pgx.ErrTxCommitRollback) {
+		return fmt.Errorf("commit rolled back: %w", err)
+	}
+	// No answer from the server: the COMMIT may have landed or not.
+	return fmt.Errorf("commit: %w: %w", berth.ErrUnknownOutcome, err)
+}
+
+// retryable reports whether the whole transaction may run again: a
+// serialization failure or a deadlock, never an unknown outcome.
+func retryable(err error) bool {
+	if errors.Is(err, berth.ErrUnknownOutcome) {
+		return false
+	}
+	code := sqlState(err)
+	return code == "40001" || code == "40P01"
+}
+
+// sqlState returns the SQLSTATE of err, or "".
+func sqlState(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code
+	}
+	return ""
+}
+
+// constraintName returns the violated constraint of err, or "".
+func constraintName(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.ConstraintName
+	}
+	return ""
+}
+
+// classify turns server errors that mean "too busy" or "down" into
+// berth.CodeUnavailable with a Retry-After, leaving others as they are.
+func classify(err error) error {
+	if err == nil {
+		return nil
+	}
+	var be *berth.Error
+	if errors.As(err, &be) {
+		return err
+	}
+	switch sqlState(err) {
+	case "55P03": // lock_not_available: lock_timeout fired on a hot partition
+		return &berth.Error{Code: berth.CodeUnavailable, Detail: "the partition is busy; retry shortly", RetryAfter: 1, Err: err}
+	case "57014": // query_canceled: statement_timeout
+		return &berth.Error{Code: berth.CodeUnavailable, Detail: "the request took too long; retry shortly", RetryAfter: 1, Err: err}
+	case "40001", "40P01":
+		return &berth.Error{Code: berth.CodeUnavailable, Detail: "too much contention; retry shortly", RetryAfter: 1, Err: err}
+	case "57P01", "57P02", "57P03", "08000", "08003", "08006":
+		return &berth.Error{Code: berth.CodeUnavailable, Detail: "the database is unavailable", RetryAfter: 2, Err: err}
+	}
+	if errors.Is(err, berth.ErrUnknownOutcome) {
+		return &berth.Error{Code: berth.CodeUnavailable, Detail: "the outcome is unknown; retry with the same Idempotency-Key", RetryAfter: 1, Err: err}
+	}
+	var connErr *pgconn.ConnectError
+	if errors.As(err, &connErr) || pgconn.SafeToRetry(err) {
+		return &berth.Error{Code: berth.CodeUnavailable, Detail: "the database is unavailable", RetryAfter: 2, Err: err}
+	}
+	return err
+}
+
+// errRetry marks an error after which the whole transaction may run again.
+var errRetry = &pgconn.PgError{Code: "40001", Message: "retry transaction"}
