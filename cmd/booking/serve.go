@@ -151,9 +151,17 @@ func run(ctx context.Context, cfg serveConfig, stdout io.Writer, ready chan<- st
 		return usageError{fmt.Errorf("BERTH_TOKEN_SECRET: %w", err)}
 	}
 	store := postgres.NewStore(db, cfg.Region, cfg.HoldTTL)
-	api := httpapi.New(httpapi.Config{
+	w := &wiring{cfg: cfg, db: db, store: store, log: log, api: httpapi.Config{
 		Region: cfg.Region, Hotels: store, Tokens: tokens, Logger: log, Ready: db.Ping,
-	})
+	}}
+	defer w.close()
+	// Each part of the service wires itself from its own file.
+	for _, wire := range []func(context.Context, *wiring) error{wireClinics, wireEvents, wirePlacements} {
+		if err := wire(ctx, w); err != nil {
+			return err
+		}
+	}
+	api := httpapi.New(w.api)
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.Addr, err)
@@ -168,7 +176,7 @@ func run(ctx context.Context, cfg serveConfig, stdout io.Writer, ready chan<- st
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	jobs, stopJobs := context.WithCancel(context.WithoutCancel(ctx))
-	jobsDone := startJobs(jobs, store, cfg, log)
+	jobsDone := startJobs(jobs, store, cfg, log, w.jobs, w.runners)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	log.Info("listening", "addr", ln.Addr().String())
@@ -195,15 +203,38 @@ func run(ctx context.Context, cfg serveConfig, stdout io.Writer, ready chan<- st
 	return nil
 }
 
+// job is a background task run every interval; f reports how much it did.
+type job struct {
+	name     string
+	interval time.Duration
+	f        func(context.Context) (int, error)
+}
+
+// wiring is what the optional parts of the service are wired into.
+type wiring struct {
+	cfg     serveConfig
+	db      *postgres.DB
+	store   *postgres.Store
+	log     *slog.Logger
+	api     httpapi.Config
+	jobs    []job
+	closers []func()
+	// runners are long-running loops (the outbox relay, consumers) started
+	// with the jobs and stopped on shutdown after the HTTP server drained.
+	runners []func(context.Context)
+}
+
+func (w *wiring) close() {
+	for i := len(w.closers) - 1; i >= 0; i-- {
+		w.closers[i]()
+	}
+}
+
 // startJobs runs the background jobs of a booking service; the returned
 // channel closes when they all stopped.
-func startJobs(ctx context.Context, store *postgres.Store, cfg serveConfig, log *slog.Logger) <-chan struct{} {
+func startJobs(ctx context.Context, store *postgres.Store, cfg serveConfig, log *slog.Logger, extra []job, runners []func(context.Context)) <-chan struct{} {
 	done := make(chan struct{})
-	jobs := []struct {
-		name     string
-		interval time.Duration
-		f        func(context.Context) (int, error)
-	}{
+	jobs := []job{
 		{"expire-holds", cfg.SweepInterval, func(ctx context.Context) (int, error) {
 			total := 0
 			for {
@@ -222,7 +253,14 @@ func startJobs(ctx context.Context, store *postgres.Store, cfg serveConfig, log 
 			return int(n), err
 		}},
 	}
-	remaining := make(chan struct{}, len(jobs))
+	jobs = append(jobs, extra...)
+	remaining := make(chan struct{}, len(jobs)+len(runners))
+	for _, r := range runners {
+		go func() {
+			defer func() { remaining <- struct{}{} }()
+			r(ctx)
+		}()
+	}
 	for _, j := range jobs {
 		go func() {
 			defer func() { remaining <- struct{}{} }()
@@ -238,7 +276,7 @@ func startJobs(ctx context.Context, store *postgres.Store, cfg serveConfig, log 
 		}()
 	}
 	go func() {
-		for range jobs {
+		for range len(jobs) + len(runners) {
 			<-remaining
 		}
 		close(done)

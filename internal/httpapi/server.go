@@ -30,6 +30,12 @@ type HotelStore interface {
 type Config struct {
 	Region string
 	Hotels HotelStore
+	// Clinics serves the clinic routes when set (clinics.go).
+	Clinics ClinicStore
+	// Payments serves the payment webhook when set (payments.go).
+	Payments PaymentStore
+	// Placements serves the placement routes when set (placements.go).
+	Placements PlacementStore
 	Tokens *auth.Tokens
 	Logger *slog.Logger
 	// Ready reports whether the service's dependencies answer (/readyz).
@@ -73,6 +79,15 @@ func (s *Server) routes() {
 	}
 	if s.cfg.Hotels != nil {
 		s.hotelRoutes()
+	}
+	if s.cfg.Clinics != nil {
+		s.clinicRoutes()
+	}
+	if s.cfg.Payments != nil {
+		s.paymentRoutes()
+	}
+	if s.cfg.Placements != nil {
+		s.placementRoutes()
 	}
 }
 
