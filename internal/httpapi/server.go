@@ -36,8 +36,8 @@ type Config struct {
 	Payments PaymentStore
 	// Placements serves the placement routes when set (placements.go).
 	Placements PlacementStore
-	Tokens *auth.Tokens
-	Logger *slog.Logger
+	Tokens     *auth.Tokens
+	Logger     *slog.Logger
 	// Ready reports whether the service's dependencies answer (/readyz).
 	Ready func(ctx context.Context) error
 	// Metrics serves /metrics when set.
