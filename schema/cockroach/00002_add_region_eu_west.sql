@@ -1,0 +1,1 @@
+ALTER DATABASE {{database}} ADD REGION IF NOT EXISTS "eu-west";

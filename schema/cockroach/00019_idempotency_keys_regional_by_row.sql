@@ -1,0 +1,1 @@
+ALTER TABLE idempotency_keys SET LOCALITY REGIONAL BY ROW AS crdb_region;
