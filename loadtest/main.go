@@ -1,17 +1,21 @@
-// Command loadtest is the SRE suite that drives a running Berth platform;
-// its scenarios arrive with the [loadtest] issue.
+// Command loadtest is the SRE suite that drives a running Berth platform:
+// open-loop scenarios with HDR latency reports and an invariant audit at the
+// end of every run, bulk catalog seeding, and the inventory-strategy table.
+// `go run ./loadtest --help`; docs/ops/loadtest.md has the runbook.
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
-
-	"github.com/spf13/cobra"
+	"os/signal"
+	"syscall"
 )
 
 func main() {
-	root := &cobra.Command{Use: "loadtest", Short: "Berth's SRE loadtest suite", SilenceUsage: true, SilenceErrors: true}
-	if err := root.Execute(); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := newRoot().ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "loadtest:", err)
 		os.Exit(1)
 	}

@@ -202,11 +202,9 @@ func Run(ctx context.Context, cfg Config, rec *Recorder, task Task) Result {
 	rec.Tick(time.Now())
 	res.Scheduled = scheduled.Load()
 	res.Completed = done.Load() - res.Dropped
+	// Throughput is completions over the time from the first arrival to the
+	// last completion.
 	res.Elapsed = time.Since(start)
-	if !res.ClosedLoop && cfg.Duration < 24*time.Hour {
-		// Throughput is judged over the schedule, not the drain.
-		res.Elapsed = max(min(res.Elapsed, cfg.Duration+time.Second), cfg.Duration)
-	}
 	res.ElapsedS = res.Elapsed.Seconds()
 	res.MaxStartLagMs = float64(maxLagUs.Load()) / 1000
 	return res
