@@ -14,3 +14,5 @@ func decodeBody(resp *http.Response, v any) error {
 	}
 	return json.Unmarshal(data, v)
 }
+
+type ioWriter = io.Writer
