@@ -1,0 +1,74 @@
+package postgres_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/berthhq/berth/internal/bookingtest"
+	"github.com/berthhq/berth/internal/postgres"
+)
+
+func violations(t *testing.T, db *postgres.DB, o postgres.VerifyOptions) map[string]int {
+	t.Helper()
+	res, err := postgres.Verify(context.Background(), db, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, r := range res {
+		if len(r.Violations) > 0 {
+			out[r.Name] = len(r.Violations)
+		}
+	}
+	return out
+}
+
+// Verify is clean on a consistent database and finds each kind of breach
+// planted behind the application's back.
+func TestVerifyFindsPlantedViolations(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := bookingtest.Start(t, bookingtest.Options{})
+	h := env.SeedHotel("", 5, 0, bookingtest.Date(1), bookingtest.Date(20))
+	admin := env.Admin()
+	var ids []string
+	for i := range 3 {
+		r := env.Do(bookingtest.Request{Method: "POST", Path: "/v1/hotels/" + h.ID + "/reservations", Token: admin,
+			IdemKey: bookingtest.NewKey(), Body: map[string]any{"guest_id": "g", "room_type_id": h.RoomTypeID,
+				"check_in": bookingtest.Date(3 + i), "check_out": bookingtest.Date(5 + i), "quantity": 1}})
+		if r.Status != 201 {
+			t.Fatalf("hold: %d %s", r.Status, r.Body)
+		}
+		ids = append(ids, r.JSON()["reservation_id"].(string))
+	}
+	r := env.Do(bookingtest.Request{Method: "POST", Path: "/v1/hotels/" + h.ID + "/reservations/" + ids[0] + "/confirm",
+		Token: admin, IdemKey: bookingtest.NewKey(), Body: map[string]any{"payment_ref": "p"}})
+	if r.Status != 200 {
+		t.Fatalf("confirm: %d %s", r.Status, r.Body)
+	}
+	if v := violations(t, env.DB, postgres.VerifyOptions{}); len(v) != 0 {
+		t.Fatalf("a consistent database has violations: %v", v)
+	}
+	for _, stmt := range []string{
+		// A night whose counter drifted from its reservations.
+		`UPDATE room_inventory SET reserved = reserved + 1 WHERE hotel_id = '` + h.ID + `' AND night = '` + bookingtest.Date(10) + `'`,
+		// A hold the sweeper never returned.
+		`UPDATE reservations SET hold_expires_at = now() - INTERVAL '1 hour' WHERE reservation_id = '` + ids[1] + `'`,
+		// A confirmation whose event vanished.
+		`DELETE FROM outbox WHERE aggregate_id = '` + ids[0] + `' AND event_type = 'reservation.confirmed'`,
+	} {
+		if _, err := env.DB.Pool.Exec(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := violations(t, env.DB, postgres.VerifyOptions{StaleHoldAfter: time.Minute})
+	for _, name := range []string{"inventory_matches_reservations", "stale_hotel_holds", "confirmed_reservation_has_event"} {
+		if got[name] != 1 {
+			t.Errorf("%s: %d violations, want 1 (all: %v)", name, got[name], got)
+		}
+	}
+	if other := violations(t, env.DB, postgres.VerifyOptions{Region: "eu-west"}); len(other) != 0 {
+		t.Errorf("region filter leaks: %v", other)
+	}
+}
