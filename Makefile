@@ -51,3 +51,7 @@ fuzz: ## run every fuzz target for FUZZTIME (default 20s)
 
 clean: down ## stop and delete .local
 	rm -rf .local
+
+loadtest: ## a short flash-sale and hotel-mix against `make up`; reports in .local/loadtest/
+	@$(ENV); $(GO) run ./loadtest flash-sale --clients 500 --rooms 5 --rate 1000 --quiet --name make-flash-sale && \
+	  $(GO) run ./loadtest hotel-mix --duration 15s --rate 200 --hotels 12 --quiet --name make-hotel-mix

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/berthhq/berth/loadtest/internal/audit"
@@ -24,7 +25,10 @@ func (e *Env) skipped(name string, cfg map[string]any, why string) *report.Repor
 
 // absent reports whether an endpoint is not served by this build.
 func absent(resp client.Response, err error) bool {
-	return err == nil && (resp.Status == http.StatusNotFound && resp.Code() != "not_found" || resp.Status == http.StatusMethodNotAllowed)
+	// The mux answers an unrouted path with a problem whose detail is
+	// "no such resource"; a 404 for an unknown partition names it instead.
+	return err == nil && (resp.Status == http.StatusMethodNotAllowed ||
+		resp.Status == http.StatusNotFound && (resp.Code() != "not_found" || strings.Contains(string(resp.Body), "no such resource")))
 }
 
 // RegionMove is steady hotel-mix traffic while partitions move between

@@ -1,0 +1,52 @@
+package scenario
+
+import (
+	"context"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/berthhq/berth/internal/bookingtest"
+	"github.com/berthhq/berth/loadtest/internal/client"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// A short flash sale against a real booking server on a fresh database:
+// exactly K winners among N, and the audit passes.
+func TestFlashSaleEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end")
+	}
+	env := bookingtest.Start(t, bookingtest.Options{})
+	tg, err := client.ParseTargets("us-east=" + env.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg.Kind = map[string]string{"us-east": "booking"}
+	cl, err := client.New(tg, bookingtest.Secret, "", "", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	pool, err := pgxpool.New(context.Background(), env.DBURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	e := &Env{Client: cl, DB: pool, Log: io.Discard, Quiet: true}
+	r, err := e.RunFlashSale(context.Background(), FlashSale{Clients: 40, Rooms: 3, Load: Load{Rate: 400, Workers: 16}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Figures["winners"] != 3 {
+		t.Fatalf("winners %v, want 3", r.Figures["winners"])
+	}
+	for _, c := range r.Checks {
+		if !c.OK {
+			t.Errorf("check %s failed: %s", c.Name, c.Detail)
+		}
+	}
+	if r.Ops["hold_lost"].Outcomes["sold_out"] != 37 {
+		t.Errorf("losers: %v", r.Ops["hold_lost"].Outcomes)
+	}
+}
