@@ -108,11 +108,20 @@ func (s *Server) getHotel(w http.ResponseWriter, r *http.Request) error {
 
 type createRoomTypeRequest struct {
 	Name              string `json:"name"`
-	MaxGuests         int    `json:"max_guests"`
-	PriceCents        int64  `json:"price_cents"`
+	MaxGuests         *int   `json:"max_guests"`
+	PriceCents        *int64 `json:"price_cents"`
 	Currency          string `json:"currency"`
-	OverbookingPct    int    `json:"overbooking_pct"`
+	OverbookingPct    *int   `json:"overbooking_pct"`
 	DefaultTotalRooms *int   `json:"default_total_rooms"`
+}
+
+// required records a missing required number and returns its value.
+func required[T int | int64](f *Fields, name string, v *T) T {
+	if v == nil {
+		f.Add(name, "required")
+		return 0
+	}
+	return *v
 }
 
 func validCurrency(c string) bool {
@@ -142,19 +151,20 @@ func (s *Server) createRoomType(w http.ResponseWriter, r *http.Request) error {
 	var f Fields
 	rt := reservation.RoomType{
 		ID: uuid.NewString(), HotelID: hotelID, Name: text(&f, "name", req.Name, 200),
-		MaxGuests: req.MaxGuests, PriceCents: req.PriceCents, Currency: req.Currency,
-		OverbookingPct: req.OverbookingPct, DefaultTotalRooms: req.DefaultTotalRooms,
+		MaxGuests: required(&f, "max_guests", req.MaxGuests), PriceCents: required(&f, "price_cents", req.PriceCents),
+		Currency: req.Currency, OverbookingPct: required(&f, "overbooking_pct", req.OverbookingPct),
+		DefaultTotalRooms: req.DefaultTotalRooms,
 	}
-	if rt.MaxGuests < 1 || rt.MaxGuests > 50 {
+	if req.MaxGuests != nil && (rt.MaxGuests < 1 || rt.MaxGuests > 50) {
 		f.Add("max_guests", "want 1 to 50")
 	}
-	if rt.PriceCents < 0 || rt.PriceCents > 100_000_000_00 {
+	if req.PriceCents != nil && (rt.PriceCents < 0 || rt.PriceCents > 100_000_000_00) {
 		f.Add("price_cents", "want 0 to 10000000000")
 	}
 	if !validCurrency(rt.Currency) {
 		f.Add("currency", "want an ISO 4217 code such as EUR")
 	}
-	if rt.OverbookingPct < 0 || rt.OverbookingPct > 25 {
+	if req.OverbookingPct != nil && (rt.OverbookingPct < 0 || rt.OverbookingPct > 25) {
 		f.Add("overbooking_pct", "want 0 to 25")
 	}
 	if d := rt.DefaultTotalRooms; d != nil && (*d < 0 || *d > 100_000) {
