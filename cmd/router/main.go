@@ -1,22 +1,82 @@
-// Command router is part of Berth; its commands arrive with their issues.
+// Command router is Berth's edge, one per region: `router serve` proxies
+// client requests to the partition's home region (writes) or the local
+// region (reads), and `router shards …` is the operators' tool for the
+// placement directory (list, move, drain, balance).
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/spf13/cobra"
 )
 
 func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := newRootCmd().ExecuteContext(ctx)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "router:", err)
+		os.Exit(exitCode(err))
+	}
+}
+
+// usageError marks bad flags, arguments or configuration: exit code 2.
+type usageError struct{ error }
+
+func (e usageError) Unwrap() error { return e.error }
+
+// exitCode: 0 ok, 2 usage and configuration errors, 1 everything else.
+func exitCode(err error) int {
+	var u usageError
+	if errors.As(err, &u) {
+		return 2
+	}
+	return 1
+}
+
+func newRootCmd() *cobra.Command {
 	root := &cobra.Command{
-		Use:           "router",
-		Short:         "Berth's router",
+		Use:   "router",
+		Short: "Berth's regional edge and the operators' placement tool",
+		Long: `router serves the public API of one region, sending each partition's writes to
+its home region and its reads to the local region, and manages placements:
+  router serve --region R            the edge of one region
+  router shards list|move|drain|balance
+Settings come from BERTH_* environment variables; flags override them.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Args:          noArgs,
 	}
-	if err := root.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "router:", err)
-		os.Exit(1)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.AddCommand(newServeCmd(), newShardsCmd())
+	return root
+}
+
+// noArgs refuses positional arguments as a usage error.
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usageError{fmt.Errorf("%s: unexpected argument %q (see --help)", cmd.CommandPath(), args[0])}
 	}
+	return nil
+}
+
+// needSubcommand is the RunE of a command that only groups others.
+func needSubcommand(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usageError{fmt.Errorf("%s: unknown command %q (see --help)", cmd.CommandPath(), args[0])}
+	}
+	return usageError{fmt.Errorf("%s: a subcommand is required (see --help)", cmd.CommandPath())}
+}
+
+// ctxOrBackground guards against commands run without ExecuteContext.
+func ctxOrBackground(ctx context.Context) context.Context {
+	if ctx == nil {
+		return context.Background()
+	}
+	return ctx
 }

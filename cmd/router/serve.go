@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/berthhq/berth/internal/berth"
+	"github.com/berthhq/berth/internal/config"
+	"github.com/berthhq/berth/internal/placement"
+	"github.com/berthhq/berth/internal/postgres"
+	"github.com/berthhq/berth/internal/router"
+	"github.com/spf13/cobra"
+)
+
+// serveConfig is every setting of `router serve`.
+type serveConfig struct {
+	Region           string
+	Addr             string
+	BookingURLs      map[string]string
+	ReadModelURL     string
+	DatabaseURL      string
+	DirectoryRefresh time.Duration
+	MaxBodyBytes     int
+	ShutdownTimeout  time.Duration
+	LogFormat        string
+}
+
+func loadServeConfig(cmd *cobra.Command) (serveConfig, error) {
+	var (
+		c    serveConfig
+		errs config.Errors
+		err  error
+	)
+	c.Region = config.Env("BERTH_REGION", "")
+	c.Addr = config.Env("BERTH_HTTP_ADDR", ":8080")
+	bookings := config.Env("BERTH_BOOKING_URLS", "")
+	c.ReadModelURL = config.Env("BERTH_READMODEL_URL", "")
+	c.DatabaseURL = config.Env("BERTH_DATABASE_URL", "")
+	c.LogFormat = config.Env("BERTH_LOG_FORMAT", "json")
+	c.DirectoryRefresh, err = config.Duration("BERTH_DIRECTORY_REFRESH", 30*time.Second)
+	errs.Check(err)
+	c.ShutdownTimeout, err = config.Duration("BERTH_SHUTDOWN_TIMEOUT", 20*time.Second)
+	errs.Check(err)
+	c.MaxBodyBytes, err = config.Int("BERTH_MAX_BODY_BYTES", router.DefaultMaxBodyBytes)
+	errs.Check(err)
+	f := cmd.Flags()
+	for name, dst := range map[string]*string{"region": &c.Region, "addr": &c.Addr, "booking-urls": &bookings, "readmodel-url": &c.ReadModelURL} {
+		if v, _ := f.GetString(name); v != "" {
+			*dst = v
+		}
+	}
+	if c.BookingURLs, err = config.RegionURLs("BERTH_BOOKING_URLS", bookings); err != nil {
+		errs.Check(err)
+	}
+	if !berth.ValidRegion(c.Region) {
+		errs.Add("BERTH_REGION (--region) = %q: want one of %v", c.Region, berth.Regions)
+	} else if c.BookingURLs[c.Region] == "" {
+		errs.Add("BERTH_BOOKING_URLS (--booking-urls): want region=url for every region, at least %s", c.Region)
+	}
+	for r := range c.BookingURLs {
+		if !berth.ValidRegion(r) {
+			errs.Add("BERTH_BOOKING_URLS: unknown region %q", r)
+		}
+	}
+	if c.DatabaseURL == "" {
+		errs.Add("BERTH_DATABASE_URL: required (the placement directory)")
+	}
+	if c.DirectoryRefresh < time.Second {
+		errs.Add("BERTH_DIRECTORY_REFRESH: at least 1s")
+	}
+	if c.MaxBodyBytes < 1024 {
+		errs.Add("BERTH_MAX_BODY_BYTES: at least 1024")
+	}
+	if c.LogFormat != "json" && c.LogFormat != "text" {
+		errs.Add("BERTH_LOG_FORMAT: want json or text")
+	}
+	if err := errs.Err(); err != nil {
+		return c, usageError{err}
+	}
+	return c, nil
+}
+
+func newServeCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the public API of one region",
+		Long: `serve runs the edge of one region: writes go to the partition's home region,
+reads to this region, /v1/guests/* to the read model.
+
+Environment: BERTH_REGION, BERTH_HTTP_ADDR (:8080), BERTH_BOOKING_URLS
+(region=url,…), BERTH_READMODEL_URL, BERTH_DATABASE_URL (the placement
+directory), BERTH_DIRECTORY_REFRESH (30s), BERTH_MAX_BODY_BYTES (1048576),
+BERTH_SHUTDOWN_TIMEOUT (20s), BERTH_LOG_FORMAT (json|text).`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := loadServeConfig(cmd)
+			if err != nil {
+				return err
+			}
+			return run(ctxOrBackground(cmd.Context()), cfg, cmd.OutOrStdout(), nil)
+		},
+	}
+	cmd.Flags().String("region", "", "region this router serves (BERTH_REGION)")
+	cmd.Flags().String("addr", "", "listen address (BERTH_HTTP_ADDR, default :8080)")
+	cmd.Flags().String("booking-urls", "", "region=url,… of the booking services (BERTH_BOOKING_URLS)")
+	cmd.Flags().String("readmodel-url", "", "read model base URL (BERTH_READMODEL_URL)")
+	return cmd
+}
+
+// run wires the router by hand and serves until ctx ends. When ready is not
+// nil, the bound address is sent on it once the server listens.
+func run(ctx context.Context, cfg serveConfig, stdout io.Writer, ready chan<- string) error {
+	var h slog.Handler = slog.NewJSONHandler(stdout, nil)
+	if cfg.LogFormat == "text" {
+		h = slog.NewTextHandler(stdout, nil)
+	}
+	log := slog.New(h).With("service", "router", "region", cfg.Region)
+	db, err := postgres.Open(ctx, cfg.DatabaseURL, postgres.Options{MaxConns: 4, StatementTimeout: 5 * time.Second})
+	if err != nil {
+		return fmt.Errorf("database: %w", err)
+	}
+	defer db.Close()
+	dir := placement.NewDirectory(postgres.NewPlacements(db), log)
+	if err := dir.Load(ctx); err != nil {
+		// Not fatal: /readyz says not ready and the refresher keeps trying.
+		log.Warn("placement directory: first load failed", "err", err)
+	}
+	rt, err := router.New(router.Config{
+		Region: cfg.Region, Bookings: cfg.BookingURLs, ReadModel: cfg.ReadModelURL, Directory: dir,
+		Logger: log, MaxBodyBytes: int64(cfg.MaxBodyBytes), Ready: db.Ping,
+	})
+	if err != nil {
+		return usageError{err}
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", cfg.Addr, err)
+	}
+	srv := &http.Server{
+		Handler:           rt,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       15 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    32 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	bg, stopBg := context.WithCancel(ctx)
+	refresherDone := make(chan struct{})
+	go func() { defer close(refresherDone); dir.Run(bg, cfg.DirectoryRefresh) }()
+	defer func() { stopBg(); <-refresherDone }()
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	log.Info("listening", "addr", ln.Addr().String(), "bookings", cfg.BookingURLs, "readmodel", cfg.ReadModelURL)
+	if ready != nil {
+		ready <- ln.Addr().String()
+	}
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}

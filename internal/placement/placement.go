@@ -1,0 +1,208 @@
+// Package placement owns the placement directory as the router sees it: which
+// region is home to each partition (hotel or clinic), at which version, cached
+// in memory and refreshed from the database periodically, on demand after a
+// 421 misdirected, and by placement.moved events (Apply). It also computes
+// the operators' plans (drain, balance) as pure functions. It imports only
+// the standard library and Berth's shared vocabulary.
+package placement
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/berthhq/berth/internal/berth"
+)
+
+// Placement is one row of the directory: a partition and its home.
+type Placement struct {
+	Kind        berth.Kind `json:"kind"`
+	PartitionID string     `json:"partition_id"`
+	HomeRegion  string     `json:"home_region"`
+	Version     int64      `json:"version"`
+	UpdatedAt   time.Time  `json:"updated_at,omitzero"`
+}
+
+// ErrNotFound reports a partition without a placement row.
+var ErrNotFound = errors.New("placement not found")
+
+// Source is where the directory loads placements from (the database).
+type Source interface {
+	// ListPlacements returns every placement, optionally filtered by kind
+	// and home region ("" = any).
+	ListPlacements(ctx context.Context, kind berth.Kind, region string) ([]Placement, error)
+	// GetPlacement returns one placement, or an error wrapping ErrNotFound.
+	GetPlacement(ctx context.Context, kind berth.Kind, partitionID string) (Placement, error)
+}
+
+type key struct {
+	kind berth.Kind
+	id   string
+}
+
+type entry struct {
+	region  string
+	version int64
+}
+
+// Directory is the in-memory placement cache of one router. It is safe for
+// concurrent use. An entry is never replaced by an older version, so a slow
+// full reload can never undo a newer refresh or event.
+type Directory struct {
+	src Source
+	log *slog.Logger
+	// negativeTTL bounds how long an unknown partition is remembered as
+	// unknown, so garbage ids cannot turn every request into a query.
+	negativeTTL time.Duration
+	now         func() time.Time
+
+	mu      sync.RWMutex
+	m       map[key]entry
+	missing map[key]time.Time // unknown partitions → when we looked
+	loaded  bool
+
+	// refreshes counts database look-ups (for /metrics).
+	refreshes, reloads, applied uint64
+}
+
+// NewDirectory returns an empty directory over src; call Load before use.
+func NewDirectory(src Source, log *slog.Logger) *Directory {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Directory{src: src, log: log, negativeTTL: time.Second, now: time.Now,
+		m: map[key]entry{}, missing: map[key]time.Time{}}
+}
+
+// Lookup returns the cached home of a partition.
+func (d *Directory) Lookup(kind berth.Kind, id string) (region string, version int64, ok bool) {
+	d.mu.RLock()
+	e, ok := d.m[key{kind, id}]
+	d.mu.RUnlock()
+	return e.region, e.version, ok
+}
+
+// Apply records that a partition is homed in region at version, unless the
+// directory already knows a newer (or the same) version. It reports whether
+// the entry changed. A placement.moved consumer calls it.
+func (d *Directory) Apply(kind berth.Kind, id, region string, version int64) bool {
+	k := key{kind, id}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.missing, k)
+	if cur, ok := d.m[k]; ok && cur.version >= version {
+		return false
+	}
+	d.m[k] = entry{region: region, version: version}
+	d.applied++
+	return true
+}
+
+// Resolve returns the home of a partition: from the cache, or — on a miss —
+// from the source (an unknown partition is remembered briefly). ok is false
+// when the partition does not exist.
+func (d *Directory) Resolve(ctx context.Context, kind berth.Kind, id string) (region string, ok bool, err error) {
+	if r, _, ok := d.Lookup(kind, id); ok {
+		return r, true, nil
+	}
+	d.mu.RLock()
+	at, known := d.missing[key{kind, id}]
+	d.mu.RUnlock()
+	if known && d.now().Sub(at) < d.negativeTTL {
+		return "", false, nil
+	}
+	return d.Refresh(ctx, kind, id)
+}
+
+// Refresh reads one partition's placement from the source and applies it
+// (after a 421, or a cache miss).
+func (d *Directory) Refresh(ctx context.Context, kind berth.Kind, id string) (region string, ok bool, err error) {
+	d.mu.Lock()
+	d.refreshes++
+	d.mu.Unlock()
+	p, err := d.src.GetPlacement(ctx, kind, id)
+	if errors.Is(err, ErrNotFound) {
+		d.mu.Lock()
+		d.missing[key{kind, id}] = d.now()
+		if len(d.missing) > 100_000 { // bounded: forget the lot rather than grow
+			d.missing = map[key]time.Time{}
+		}
+		d.mu.Unlock()
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	d.Apply(p.Kind, p.PartitionID, p.HomeRegion, p.Version)
+	r, _, _ := d.Lookup(kind, id)
+	return r, true, nil
+}
+
+// Load reads every placement from the source and merges it in.
+func (d *Directory) Load(ctx context.Context) error {
+	all, err := d.src.ListPlacements(ctx, "", "")
+	if err != nil {
+		return err
+	}
+	for _, p := range all {
+		d.Apply(p.Kind, p.PartitionID, p.HomeRegion, p.Version)
+	}
+	d.mu.Lock()
+	d.loaded = true
+	d.reloads++
+	d.mu.Unlock()
+	return nil
+}
+
+// Loaded reports whether a full load has succeeded (readiness).
+func (d *Directory) Loaded() bool {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.loaded
+}
+
+// Run reloads the directory every interval until ctx ends (every second
+// while no load has succeeded yet, so a router started before its database
+// becomes ready soon after it).
+func (d *Directory) Run(ctx context.Context, interval time.Duration) {
+	for {
+		wait := interval
+		if !d.Loaded() {
+			wait = min(interval, time.Second)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		if err := d.Load(ctx); err != nil && ctx.Err() == nil {
+			d.log.Warn("placement directory reload failed", "err", err)
+		}
+	}
+}
+
+// Stats are the directory's counters for /metrics.
+type Stats struct {
+	Entries                     int
+	Refreshes, Reloads, Applied uint64
+}
+
+// Stats returns the current counters.
+func (d *Directory) Stats() Stats {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return Stats{Entries: len(d.m), Refreshes: d.refreshes, Reloads: d.reloads, Applied: d.applied}
+}
+
+// MoveResult is the outcome of moving a partition.
+type MoveResult struct {
+	Placement
+	FromRegion string `json:"from_region"`
+	// Moved is false when the partition was homed in the target already:
+	// a move is idempotent (nothing changes, the version stays).
+	Moved bool `json:"moved"`
+	// Rows is how many partition rows were re-homed.
+	Rows int64 `json:"rows_rehomed"`
+}

@@ -1,0 +1,72 @@
+package router
+
+import (
+	"fmt"
+	"net/http"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/berthhq/berth/internal/placement"
+)
+
+// metrics are the router's counters in Prometheus text format.
+type metrics struct {
+	mu       sync.Mutex
+	requests map[[2]string]uint64 // class, status → count
+	seconds  map[string]float64   // class → total seconds
+
+	retries, misdirected, upstreamErrors atomic.Uint64
+}
+
+func newMetrics() *metrics {
+	return &metrics{requests: map[[2]string]uint64{}, seconds: map[string]float64{}}
+}
+
+func (m *metrics) observe(class string, status int, d time.Duration) {
+	if status == 0 {
+		status = 499 // the client went away before an answer
+	}
+	m.mu.Lock()
+	m.requests[[2]string{class, fmt.Sprint(status)}]++
+	m.seconds[class] += d.Seconds()
+	m.mu.Unlock()
+}
+
+func (m *metrics) write(w http.ResponseWriter, dir placement.Stats) {
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+	m.mu.Lock()
+	keys := make([][2]string, 0, len(m.requests))
+	for k := range m.requests {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		return keys[i][0] < keys[j][0] || keys[i][0] == keys[j][0] && keys[i][1] < keys[j][1]
+	})
+	fmt.Fprintln(w, "# HELP berth_router_requests_total Requests by route class and status.")
+	fmt.Fprintln(w, "# TYPE berth_router_requests_total counter")
+	for _, k := range keys {
+		fmt.Fprintf(w, "berth_router_requests_total{class=%q,status=%q} %d\n", k[0], k[1], m.requests[k])
+	}
+	classes := make([]string, 0, len(m.seconds))
+	for c := range m.seconds {
+		classes = append(classes, c)
+	}
+	sort.Strings(classes)
+	fmt.Fprintln(w, "# HELP berth_router_request_seconds_total Time spent answering, by route class.")
+	fmt.Fprintln(w, "# TYPE berth_router_request_seconds_total counter")
+	for _, c := range classes {
+		fmt.Fprintf(w, "berth_router_request_seconds_total{class=%q} %g\n", c, m.seconds[c])
+	}
+	m.mu.Unlock()
+	counter := func(name, help string, v uint64) {
+		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s counter\n%s %d\n", name, help, name, name, v)
+	}
+	counter("berth_router_upstream_retries_total", "Requests re-sent after a connection error.", m.retries.Load())
+	counter("berth_router_misdirected_total", "421 answers that made the router refresh and re-send.", m.misdirected.Load())
+	counter("berth_router_upstream_errors_total", "Requests answered 503 because a service was unreachable.", m.upstreamErrors.Load())
+	counter("berth_router_directory_refreshes_total", "Single-partition look-ups in the database.", dir.Refreshes)
+	counter("berth_router_directory_reloads_total", "Full directory reloads.", dir.Reloads)
+	fmt.Fprintf(w, "# HELP berth_router_directory_entries Partitions in the directory cache.\n# TYPE berth_router_directory_entries gauge\nberth_router_directory_entries %d\n", dir.Entries)
+}
