@@ -1,6 +1,67 @@
 package main
 
-import "context"
+import (
+	"context"
+	"time"
 
-// wireEvents wires the events part of the service.
-func wireEvents(ctx context.Context, w *wiring) error { return nil }
+	"github.com/berthhq/berth/internal/config"
+	"github.com/berthhq/berth/internal/natsbus"
+)
+
+// wireEvents wires the events part of the service: when BERTH_NATS_URL is
+// set, the outbox relay of this region and the region's cache invalidation
+// consumer; when BERTH_WEBHOOK_SECRET is set, the payment webhook.
+//
+// Environment: BERTH_NATS_URL, BERTH_OUTBOX_RETENTION (72h),
+// BERTH_RELAY_BATCH (500), BERTH_RELAY_POLL (50ms), BERTH_WEBHOOK_SECRET.
+func wireEvents(ctx context.Context, w *wiring) error {
+	var errs config.Errors
+	retention, err := config.Duration("BERTH_OUTBOX_RETENTION", 72*time.Hour)
+	errs.Check(err)
+	batch, err := config.Int("BERTH_RELAY_BATCH", 500)
+	errs.Check(err)
+	poll, err := config.Duration("BERTH_RELAY_POLL", 50*time.Millisecond)
+	errs.Check(err)
+	if batch < 1 || batch > 10_000 {
+		errs.Add("BERTH_RELAY_BATCH: 1 to 10000")
+	}
+	if retention < time.Hour {
+		errs.Add("BERTH_OUTBOX_RETENTION: at least 1h (consumers and replays need the rows)")
+	}
+	if err := errs.Err(); err != nil {
+		return usageError{err}
+	}
+	if err := wirePayments(w); err != nil {
+		return err
+	}
+	url := config.Env("BERTH_NATS_URL", "")
+	if url == "" {
+		w.log.Warn("BERTH_NATS_URL is not set: outbox events stay unsent and caches are not invalidated")
+		return nil
+	}
+	nc, err := natsbus.Connect(url, "berth-booking-"+w.cfg.Region, w.log)
+	if err != nil {
+		return err
+	}
+	w.closers = append(w.closers, nc.Close)
+	js, err := natsbus.NewJetStream(nc, 5*time.Second)
+	if err != nil {
+		return err
+	}
+	relay := natsbus.NewRelay(js, w.store, natsbus.RelayConfig{
+		Region: w.cfg.Region, Batch: batch, Poll: poll, Retention: retention, Log: w.log,
+	})
+	var inv natsbus.Invalidator = natsbus.NoopInvalidator{} // the Redis cache replaces it with [reads]
+	w.runners = append(w.runners,
+		relay.Run,
+		func(ctx context.Context) {
+			if err := natsbus.InvalidateCache(ctx, js, w.cfg.Region, inv, w.log); err != nil {
+				w.log.Error("cache invalidation stopped", "err", err)
+			}
+		},
+	)
+	return nil
+}
+
+// wirePayments serves the payment webhook when BERTH_WEBHOOK_SECRET is set.
+func wirePayments(w *wiring) error { return nil }

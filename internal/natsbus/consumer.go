@@ -1,0 +1,240 @@
+package natsbus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/berthhq/berth/internal/events"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Message is one delivery handed to a Handler.
+type Message struct {
+	Subject   string
+	Data      []byte
+	Delivered uint64 // 1 on the first delivery
+	// Event is the decoded envelope; DecodeErr is set instead when the body
+	// is not a valid event (a poison message).
+	Event     events.Envelope
+	DecodeErr error
+}
+
+// Handler applies one event. It must be idempotent: delivery is at least
+// once. An error makes the message come back later, up to the limit.
+type Handler func(ctx context.Context, m Message) error
+
+// ConsumerConfig describes a durable pull consumer.
+type ConsumerConfig struct {
+	Durable string
+	Filters []string // default EventSubjects
+	// MaxDeliver bounds the deliveries of one message (5): after the last
+	// failure the message is published to the dead-letter subject and acked.
+	MaxDeliver int
+	AckWait    time.Duration // (30s)
+	Workers    int           // messages handled concurrently (8)
+	// DeliverNew starts a newly created consumer at the end of the stream
+	// instead of its beginning (cache invalidation has no use for history).
+	DeliverNew bool
+	// Retry is the delay before redelivery n (n ≥ 1) after a failure
+	// (default capped exponential from 200ms to 10s).
+	Retry func(n uint64) time.Duration
+	Log   *slog.Logger
+}
+
+// Consume runs a durable pull consumer until ctx ends; messages in flight
+// are finished (handled and acked) before it returns. It survives NATS
+// restarts: failures to create the consumer or fetch back off and retry.
+func Consume(ctx context.Context, js jetstream.JetStream, cfg ConsumerConfig, h Handler) error {
+	if cfg.Durable == "" {
+		return errors.New("consume: a durable name is required")
+	}
+	if len(cfg.Filters) == 0 {
+		cfg.Filters = EventSubjects
+	}
+	if cfg.MaxDeliver <= 0 {
+		cfg.MaxDeliver = 5
+	}
+	if cfg.AckWait <= 0 {
+		cfg.AckWait = 30 * time.Second
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 8
+	}
+	if cfg.Retry == nil {
+		cfg.Retry = func(n uint64) time.Duration {
+			return min(200*time.Millisecond<<min(n-1, 10), 10*time.Second)
+		}
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	log := cfg.Log.With("consumer", cfg.Durable)
+	work := make(chan jetstream.Msg)
+	var wg sync.WaitGroup
+	for range cfg.Workers {
+		wg.Go(func() {
+			for msg := range work {
+				handle(context.WithoutCancel(ctx), js, cfg, log, h, msg)
+			}
+		})
+	}
+	defer func() {
+		close(work)
+		wg.Wait()
+	}()
+	bo := backoff{base: 100 * time.Millisecond, max: 5 * time.Second}
+	var cons jetstream.Consumer
+	for ctx.Err() == nil {
+		if cons == nil {
+			var err error
+			if cons, err = EnsureConsumer(ctx, js, cfg); err != nil {
+				if ctx.Err() == nil {
+					log.Warn("consumer not ready; backing off", "err", err)
+				}
+				sleep(ctx, bo.next())
+				continue
+			}
+		}
+		batch, err := cons.Fetch(cfg.Workers*4, jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			if ctx.Err() == nil {
+				log.Warn("fetch failed; backing off", "err", err)
+			}
+			if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+				cons = nil
+			}
+			sleep(ctx, bo.next())
+			continue
+		}
+		for msg := range batch.Messages() {
+			work <- msg
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && ctx.Err() == nil {
+			log.Warn("fetch ended with an error", "err", err)
+			if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrConsumerDeleted) {
+				cons = nil
+			}
+			sleep(ctx, bo.next())
+			continue
+		}
+		bo.reset()
+	}
+	return nil
+}
+
+// EnsureConsumer creates or updates a durable pull consumer (and the
+// stream, so consumers may start before any relay).
+func EnsureConsumer(ctx context.Context, js jetstream.JetStream, cfg ConsumerConfig) (jetstream.Consumer, error) {
+	if _, err := EnsureStream(ctx, js); err != nil {
+		return nil, err
+	}
+	filters := cfg.Filters
+	if len(filters) == 0 {
+		filters = EventSubjects
+	}
+	maxDeliver := cfg.MaxDeliver
+	if maxDeliver <= 0 {
+		maxDeliver = 5
+	}
+	cc := jetstream.ConsumerConfig{
+		Durable:        cfg.Durable,
+		FilterSubjects: filters,
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		AckWait:        cfg.AckWait,
+		// The handler dead-letters a message at MaxDeliver; the server's
+		// bound is a little higher so that a message whose dead-lettering
+		// failed (NATS flapping) is offered again rather than dropped.
+		MaxDeliver:    maxDeliver + 3,
+		MaxAckPending: 1000,
+	}
+	if cfg.DeliverNew {
+		cc.DeliverPolicy = jetstream.DeliverNewPolicy
+	}
+	if info, err := js.Consumer(ctx, StreamName, cfg.Durable); err == nil {
+		// DeliverPolicy cannot change on an existing consumer.
+		cc.DeliverPolicy = info.CachedInfo().Config.DeliverPolicy
+		cc.OptStartSeq = info.CachedInfo().Config.OptStartSeq
+		cc.OptStartTime = info.CachedInfo().Config.OptStartTime
+	}
+	c, err := js.CreateOrUpdateConsumer(ctx, StreamName, cc)
+	if err != nil {
+		return nil, fmt.Errorf("ensure consumer %s: %w", cfg.Durable, err)
+	}
+	return c, nil
+}
+
+func handle(ctx context.Context, js jetstream.JetStream, cfg ConsumerConfig, log *slog.Logger, h Handler, msg jetstream.Msg) {
+	m := Message{Subject: msg.Subject(), Data: msg.Data(), Delivered: 1}
+	if md, err := msg.Metadata(); err == nil {
+		m.Delivered = md.NumDelivered
+	}
+	m.Event, m.DecodeErr = events.Decode(m.Data)
+	err := func() (err error) {
+		defer func() {
+			if v := recover(); v != nil {
+				err = fmt.Errorf("handler panic: %v", v)
+			}
+		}()
+		return h(ctx, m)
+	}()
+	if err == nil {
+		if err := msg.Ack(); err != nil {
+			// The effect is recorded; a redelivery will be a no-op.
+			log.Warn("ack failed", "subject", m.Subject, "err", err)
+		}
+		return
+	}
+	if m.Delivered < uint64(cfg.MaxDeliver) {
+		log.Warn("handler failed; will retry", "subject", m.Subject, "delivered", m.Delivered, "err", err)
+		_ = msg.NakWithDelay(cfg.Retry(m.Delivered))
+		return
+	}
+	if dlqErr := deadLetter(ctx, js, cfg.Durable, msg, m, err); dlqErr != nil {
+		log.Error("dead-lettering failed; will retry", "subject", m.Subject, "err", dlqErr)
+		_ = msg.NakWithDelay(cfg.Retry(m.Delivered))
+		return
+	}
+	log.Error("message dead-lettered", "subject", m.Subject, "delivered", m.Delivered, "err", err)
+	_ = msg.Ack()
+}
+
+// deadLetter publishes a copy of msg to berth.dlq.<consumer>.… with the
+// reason; the dedup id makes a repeated dead-lettering harmless.
+func deadLetter(ctx context.Context, js jetstream.JetStream, consumer string, msg jetstream.Msg, m Message, cause error) error {
+	dl := nats.NewMsg(events.DeadLetterSubject(consumer, m.Subject))
+	dl.Data = m.Data
+	dl.Header.Set("Berth-Dlq-Consumer", consumer)
+	dl.Header.Set("Berth-Dlq-Subject", m.Subject)
+	dl.Header.Set("Berth-Dlq-Reason", cause.Error())
+	dl.Header.Set("Berth-Dlq-Deliveries", strconv.FormatUint(m.Delivered, 10))
+	id := consumer + ":" + m.Subject
+	if md, err := msg.Metadata(); err == nil {
+		id = consumer + ":" + strconv.FormatUint(md.Sequence.Stream, 10)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := js.PublishMsg(pctx, dl, jetstream.WithMsgID("dlq:"+id)); err != nil {
+		return fmt.Errorf("publish dead letter: %w", err)
+	}
+	return nil
+}
+
+// Pending reports how many messages a consumer has not yet acked
+// (waiting plus in flight).
+func Pending(ctx context.Context, js jetstream.JetStream, durable string) (uint64, error) {
+	c, err := js.Consumer(ctx, StreamName, durable)
+	if err != nil {
+		return 0, fmt.Errorf("consumer %s: %w", durable, err)
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("consumer %s: %w", durable, err)
+	}
+	return info.NumPending + uint64(info.NumAckPending), nil
+}

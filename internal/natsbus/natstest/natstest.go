@@ -1,0 +1,65 @@
+// Package natstest runs an in-process NATS server with JetStream for tests,
+// on a random port and a temporary store directory, and can restart it on
+// the same port and store (clients reconnect by themselves).
+package natstest
+
+import (
+	"net"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// Server is a running in-process NATS server.
+type Server struct {
+	t    testing.TB
+	opts server.Options
+	srv  *server.Server
+	URL  string
+}
+
+// Start starts a JetStream-enabled server; it stops when the test ends.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	s := &Server{t: t, opts: server.Options{
+		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(),
+		NoLog: true, NoSigs: true,
+	}}
+	s.start()
+	s.URL = s.srv.ClientURL()
+	// A restart reuses the port the first start picked, so clients find it.
+	s.opts.Port = s.srv.Addr().(*net.TCPAddr).Port
+	t.Cleanup(s.Shutdown)
+	return s
+}
+
+func (s *Server) start() {
+	s.t.Helper()
+	opts := s.opts
+	srv, err := server.NewServer(&opts)
+	if err != nil {
+		s.t.Fatalf("nats server: %v", err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		s.t.Fatal("nats server not ready")
+	}
+	s.srv = srv
+}
+
+// Shutdown stops the server (idempotent).
+func (s *Server) Shutdown() {
+	if s.srv != nil {
+		s.srv.Shutdown()
+		s.srv.WaitForShutdown()
+		s.srv = nil
+	}
+}
+
+// Restart stops the server and starts it again on the same port and store.
+func (s *Server) Restart() {
+	s.t.Helper()
+	s.Shutdown()
+	s.start()
+}

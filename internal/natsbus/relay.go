@@ -1,0 +1,198 @@
+package natsbus
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/berthhq/berth/internal/events"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Outbox is what the relay needs from the database
+// (postgres.Store implements it).
+type Outbox interface {
+	RelayOutbox(ctx context.Context, limit int,
+		publish func(ctx context.Context, recs []events.Record) (acked []string, err error)) (int, error)
+	PruneOutbox(ctx context.Context, keep time.Duration, limit int) (int, error)
+}
+
+// RelayConfig tunes a Relay; zero values take the defaults.
+type RelayConfig struct {
+	Region     string
+	Batch      int           // events claimed per round (500)
+	Poll       time.Duration // pause when the outbox is drained (50ms)
+	Retention  time.Duration // sent rows are pruned after it (72h)
+	PruneEvery time.Duration // (1m)
+	MaxBackoff time.Duration // cap of the backoff when NATS or the DB fails (5s)
+	AckTimeout time.Duration // per batch wait for PubAcks (5s)
+	Log        *slog.Logger
+	// AfterPublish, when set, runs after the broker acknowledged a batch
+	// and before it is marked sent; an error abandons the batch as a crash
+	// would (tests use it to kill the relay at the worst moment).
+	AfterPublish func(ctx context.Context, recs []events.Record) error
+}
+
+// Relay publishes the outbox of one region to JetStream.
+type Relay struct {
+	js        jetstream.JetStream
+	out       Outbox
+	cfg       RelayConfig
+	published atomic.Int64
+}
+
+// NewRelay returns a relay; call Run.
+func NewRelay(js jetstream.JetStream, out Outbox, cfg RelayConfig) *Relay {
+	if cfg.Batch <= 0 {
+		cfg.Batch = 500
+	}
+	if cfg.Poll <= 0 {
+		cfg.Poll = 50 * time.Millisecond
+	}
+	if cfg.Retention <= 0 {
+		cfg.Retention = 72 * time.Hour
+	}
+	if cfg.PruneEvery <= 0 {
+		cfg.PruneEvery = time.Minute
+	}
+	if cfg.MaxBackoff <= 0 {
+		cfg.MaxBackoff = 5 * time.Second
+	}
+	if cfg.AckTimeout <= 0 {
+		cfg.AckTimeout = 5 * time.Second
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	return &Relay{js: js, out: out, cfg: cfg}
+}
+
+// Published reports how many events the relay got acknowledged and marked.
+func (r *Relay) Published() int64 { return r.published.Load() }
+
+// Run relays until ctx ends. A batch in flight when ctx ends is finished
+// (published and marked, or rolled back) before Run returns.
+func (r *Relay) Run(ctx context.Context) {
+	log := r.cfg.Log.With("component", "outbox-relay", "relay_region", r.cfg.Region)
+	bo := backoff{base: 50 * time.Millisecond, max: r.cfg.MaxBackoff}
+	for ctx.Err() == nil {
+		if _, err := EnsureStream(ctx, r.js); err == nil {
+			break
+		} else if ctx.Err() == nil {
+			log.Warn("stream not ready; backing off", "err", err)
+		}
+		sleep(ctx, bo.next())
+	}
+	bo.reset()
+	lastPrune := time.Time{}
+	for ctx.Err() == nil {
+		// The round runs on a context that ignores cancellation so that a
+		// stop finishes the batch in flight instead of tearing it.
+		round, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.AckTimeout+30*time.Second)
+		n, err := r.out.RelayOutbox(round, r.cfg.Batch, r.publish)
+		cancel()
+		r.published.Add(int64(n))
+		switch {
+		case err != nil:
+			d := bo.next()
+			if ctx.Err() == nil {
+				log.Warn("relay round failed; backing off", "err", err, "published", n, "backoff", d.String())
+			}
+			sleep(ctx, d)
+			continue
+		case n >= r.cfg.Batch:
+			bo.reset()
+			continue // more is waiting
+		}
+		bo.reset()
+		if time.Since(lastPrune) > r.cfg.PruneEvery {
+			lastPrune = time.Now()
+			if pruned, err := r.out.PruneOutbox(ctx, r.cfg.Retention, 10_000); err != nil && ctx.Err() == nil {
+				log.Warn("prune outbox", "err", err)
+			} else if pruned > 0 {
+				log.Info("pruned outbox", "count", pruned)
+			}
+		}
+		sleep(ctx, r.cfg.Poll)
+	}
+}
+
+// publish sends a claimed batch asynchronously and waits for every PubAck.
+// It returns the acknowledged ids that may be marked sent: for each
+// partition, the events before its first failure, so a partition's later
+// event is never marked while an earlier one still needs publishing.
+func (r *Relay) publish(ctx context.Context, recs []events.Record) ([]string, error) {
+	futures := make([]jetstream.PubAckFuture, len(recs))
+	var firstErr error
+	for i, rec := range recs {
+		msg, err := message(rec)
+		if err != nil {
+			// Unencodable is a bug upstream; keep it unsent and loud.
+			firstErr = errors.Join(firstErr, err)
+			continue
+		}
+		f, err := r.js.PublishMsgAsync(msg, jetstream.WithMsgID(rec.EventID), jetstream.WithExpectStream(StreamName))
+		if err != nil {
+			firstErr = errors.Join(firstErr, fmt.Errorf("publish %s: %w", rec.EventID, err))
+			continue
+		}
+		futures[i] = f
+	}
+	timeout := time.NewTimer(r.cfg.AckTimeout)
+	defer timeout.Stop()
+	failed := map[string]bool{} // partitions with a failure so far
+	acked := make([]string, 0, len(recs))
+	for i, rec := range recs {
+		ok := false
+		if f := futures[i]; f != nil {
+			select {
+			case <-f.Ok():
+				ok = true
+			case err := <-f.Err():
+				firstErr = errors.Join(firstErr, fmt.Errorf("pub ack %s: %w", rec.EventID, err))
+			case <-timeout.C:
+				firstErr = errors.Join(firstErr, fmt.Errorf("pub ack %s: %w", rec.EventID, context.DeadlineExceeded))
+				// Every remaining future shares the expired deadline.
+				timeout.Reset(0)
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		if !ok {
+			failed[rec.PartitionID] = true
+			continue
+		}
+		if !failed[rec.PartitionID] {
+			acked = append(acked, rec.EventID)
+		}
+	}
+	if r.cfg.AfterPublish != nil {
+		if err := r.cfg.AfterPublish(ctx, recs); err != nil {
+			return nil, err
+		}
+	}
+	return acked, firstErr
+}
+
+// message builds the NATS message of an outbox record: the CloudEvents
+// envelope as the body, the event id as Nats-Msg-Id (broker dedup), and a
+// few headers so a consumer can route without decoding the body.
+func message(rec events.Record) (*nats.Msg, error) {
+	body, err := json.Marshal(events.FromRecord(rec))
+	if err != nil {
+		return nil, fmt.Errorf("encode event %s: %w", rec.EventID, err)
+	}
+	msg := nats.NewMsg(events.Subject(rec.Kind, rec.PartitionID, rec.Type))
+	msg.Data = body
+	msg.Header.Set("Content-Type", "application/cloudevents+json")
+	msg.Header.Set("Ce-Id", rec.EventID)
+	msg.Header.Set("Ce-Type", rec.Type)
+	msg.Header.Set("Berth-Aggregate-Version", strconv.FormatInt(rec.AggregateVersion, 10))
+	return msg, nil
+}

@@ -1,0 +1,69 @@
+package readmodel
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/berthhq/berth/internal/events"
+)
+
+func TestFromEvent(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2027, 3, 1, 12, 0, 0, 0, time.UTC)
+	hotel := `{"reservation_id":"r1","hotel_id":"h1","guest_id":"g1","check_in":"2027-04-10","check_out":"2027-04-13","quantity":2,"status":"confirmed","version":2,"updated_at":"2027-03-01T12:00:00Z","contact_email":"g@x.test"}`
+	clinic := `{"appointment_id":"a1","clinic_id":"c1","guest_id":"g1","starts_at":"2027-04-10T08:00:00+02:00","ends_at":"2027-04-10T08:30:00+02:00","status":"held","version":1,"updated_at":"2027-03-01T12:00:00Z"}`
+	tests := []struct {
+		name, kind, typ, data string
+		wantOK                bool
+		wantErr               bool
+		want                  Item
+	}{
+		{"hotel confirmed", "hotel", "reservation.confirmed", hotel, true, false, Item{Kind: "hotel", PartitionID: "h1", ID: "r1", GuestID: "g1",
+			Status: "confirmed", Start: "2027-04-10", End: "2027-04-13", Title: "Hotel stay: 3 nights, 2 rooms", Version: 2}},
+		{"refund wraps the reservation", "hotel", "refund_requested", `{"reservation":` + hotel + `,"payment_ref":"p","amount_cents":100}`, true, false,
+			Item{Kind: "hotel", PartitionID: "h1", ID: "r1", GuestID: "g1", Status: "confirmed", Start: "2027-04-10", End: "2027-04-13", Title: "Hotel stay: 3 nights, 2 rooms", Version: 2}},
+		{"clinic held, times in UTC", "clinic", "appointment.held", clinic, true, false, Item{Kind: "clinic", PartitionID: "c1", ID: "a1", GuestID: "g1",
+			Status: "held", Start: "2027-04-10T06:00:00Z", End: "2027-04-10T06:30:00Z", Title: "Clinic appointment: 30 min", Version: 1}},
+		{"ignored type", "hotel", "placement.moved", `{}`, false, false, Item{}},
+		{"poison payload", "hotel", "reservation.held", `{"reservation_id": 12}`, false, true, Item{}},
+		{"missing guest", "hotel", "reservation.held", `{"reservation_id":"r","hotel_id":"h","check_in":"2027-01-01","check_out":"2027-01-02","status":"held"}`, false, true, Item{}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := events.Envelope{SpecVersion: "1.0", ID: "e1", Source: "s", Type: tc.typ, Kind: tc.kind, PartitionID: "p", Time: at,
+				Data: json.RawMessage(tc.data), AggregateVersion: 9}
+			got, ok, err := FromEvent(e)
+			if (err != nil) != tc.wantErr || ok != tc.wantOK {
+				t.Fatalf("ok=%v err=%v, want ok=%v err=%v", ok, err, tc.wantOK, tc.wantErr)
+			}
+			if !ok {
+				return
+			}
+			got.SortAt, got.UpdatedAt, got.EventTime, got.ContactEmail = time.Time{}, time.Time{}, time.Time{}, ""
+			if got != tc.want {
+				t.Fatalf("got %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestCursorRejectsTampering(t *testing.T) {
+	t.Parallel()
+	c := cursorCodec{key: []byte("k")}
+	pos := Position{SortAt: time.Unix(100, 0).UTC(), Kind: "hotel", PartitionID: "p", ID: "i"}
+	s := c.encode("g\x00\x00", pos)
+	got, err := c.decode("g\x00\x00", s)
+	if err != nil || got != pos {
+		t.Fatalf("round trip: %v %+v", err, got)
+	}
+	for _, bad := range []string{s[:len(s)-1], "x" + s, s + "=", "", "a.b"} {
+		if _, err := c.decode("g\x00\x00", bad); err == nil {
+			t.Errorf("accepted %q", bad)
+		}
+	}
+	if _, err := c.decode("other\x00\x00", s); err == nil {
+		t.Error("accepted a cursor of another guest")
+	}
+}
