@@ -245,4 +245,3 @@ func eventually(t testing.TB, within time.Duration, what string, cond func() boo
 		time.Sleep(50 * time.Millisecond)
 	}
 }
-

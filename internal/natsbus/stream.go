@@ -119,4 +119,3 @@ func sleep(ctx context.Context, d time.Duration) bool {
 		return true
 	}
 }
-
