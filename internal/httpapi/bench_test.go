@@ -90,25 +90,32 @@ func rawHold(ctx context.Context, db *postgres.DB, h bookingtest.Hotel, in, out 
 	}
 	defer tx.Rollback(ctx)
 	key, resID := uuid.NewString(), uuid.NewString()
+	pre := &pgx.Batch{}
+	pre.Queue(`SELECT home_region FROM placements WHERE kind = 'hotel' AND partition_id = $1 FOR SHARE`, h.ID)
+	pre.Queue(`INSERT INTO idempotency_keys (partition_id, idem_key, home_region, request_hash)
+		VALUES ($1, $2, 'us-east', 'h') ON CONFLICT (partition_id, idem_key) DO NOTHING`, h.ID, key)
+	br := tx.SendBatch(ctx, pre)
 	var home string
-	if err := tx.QueryRow(ctx, `SELECT home_region FROM placements WHERE kind = 'hotel' AND partition_id = $1 FOR SHARE`, h.ID).Scan(&home); err != nil {
+	if err := br.QueryRow().Scan(&home); err != nil {
+		br.Close()
 		return err
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO idempotency_keys (partition_id, idem_key, home_region, request_hash)
-		VALUES ($1, $2, $3, 'h') ON CONFLICT (partition_id, idem_key) DO NOTHING`, h.ID, key, home); err != nil {
+	if _, err := br.Exec(); err != nil {
+		br.Close()
+		return err
+	}
+	if err := br.Close(); err != nil {
 		return err
 	}
 	var price int64
 	var currency string
-	if err := tx.QueryRow(ctx, `SELECT price_cents, currency FROM room_types WHERE hotel_id = $1 AND room_type_id = $2`,
-		h.ID, h.RoomTypeID).Scan(&price, &currency); err != nil {
-		return err
-	}
 	rows, err := tx.Query(ctx, `
 		WITH locked AS (SELECT night FROM room_inventory WHERE hotel_id = $1 AND room_type_id = $2 AND night >= $3::DATE AND night < $4::DATE ORDER BY night FOR UPDATE)
 		UPDATE room_inventory AS i SET reserved = i.reserved + 1 FROM locked
 		WHERE i.hotel_id = $1 AND i.room_type_id = $2 AND i.night = locked.night AND i.reserved + 1 <= i.sell_limit
-		RETURNING i.night, now() + INTERVAL '10 minutes'`, h.ID, h.RoomTypeID, in, out)
+		RETURNING i.night, now() + INTERVAL '10 minutes',
+		  (SELECT price_cents FROM room_types WHERE hotel_id = $1 AND room_type_id = $2),
+		  (SELECT currency FROM room_types WHERE hotel_id = $1 AND room_type_id = $2)`, h.ID, h.RoomTypeID, in, out)
 	if err != nil {
 		return err
 	}
@@ -116,7 +123,7 @@ func rawHold(ctx context.Context, db *postgres.DB, h bookingtest.Hotel, in, out 
 	n := 0
 	for rows.Next() {
 		var night time.Time
-		if err := rows.Scan(&night, &expires); err != nil {
+		if err := rows.Scan(&night, &expires, &price, &currency); err != nil {
 			return err
 		}
 		n++

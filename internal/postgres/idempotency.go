@@ -8,20 +8,22 @@ import (
 
 	"github.com/berthhq/berth/internal/berth"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// claimKey records an Idempotency-Key at the start of a write transaction.
+// claimKeySQL records an Idempotency-Key at the start of a write transaction.
 //
 // The INSERT is the lock: a concurrent request with the same key blocks on
 // the uncommitted row until the first commits (then it replays the stored
 // response) or rolls back (then it proceeds as the first). If it waits past
 // lock_timeout, it answers 409 idempotency_in_progress. A stored key with a
 // different request hash is 422 idempotency_key_reused.
-func claimKey(ctx context.Context, tx pgx.Tx, partitionID, region string, idem *berth.Idem) (*berth.Response, error) {
-	tag, err := tx.Exec(ctx,
-		`INSERT INTO idempotency_keys (partition_id, idem_key, home_region, request_hash)
-		 VALUES ($1, $2, $3, $4) ON CONFLICT (partition_id, idem_key) DO NOTHING`,
-		partitionID, idem.Key, region, idem.Hash)
+const claimKeySQL = `INSERT INTO idempotency_keys (partition_id, idem_key, home_region, request_hash)
+	VALUES ($1, $2, $3, $4) ON CONFLICT (partition_id, idem_key) DO NOTHING`
+
+// claimResult interprets the claim INSERT's outcome: nil, nil when this
+// request owns the key; a stored response to replay; or an error.
+func claimResult(ctx context.Context, tx pgx.Tx, tag pgconn.CommandTag, err error, partitionID string, idem *berth.Idem) (*berth.Response, error) {
 	if err != nil {
 		if sqlState(err) == "55P03" {
 			return nil, &berth.Error{Code: berth.CodeIdempotencyInProgress,

@@ -30,7 +30,9 @@ UPDATE room_inventory AS i SET reserved = i.reserved + $5
 FROM locked
 WHERE i.hotel_id = $1 AND i.room_type_id = $2 AND i.night = locked.night
   AND i.reserved + $5 <= i.sell_limit
-RETURNING i.night, now() + $6 * INTERVAL '1 microsecond', now()`
+RETURNING i.night, now() + $6 * INTERVAL '1 microsecond', now(),
+    (SELECT price_cents FROM room_types WHERE hotel_id = $1 AND room_type_id = $2),
+    (SELECT currency FROM room_types WHERE hotel_id = $1 AND room_type_id = $2)`
 
 // releaseNightsSQL gives qty back on the given nights, ascending.
 const releaseNightsSQL = `
@@ -48,6 +50,8 @@ type taken struct {
 	nights    []time.Time
 	expiresAt time.Time
 	now       time.Time
+	price     int64
+	currency  string
 }
 
 func takeNights(ctx context.Context, tx pgx.Tx, hotelID, roomTypeID string, stay reservation.Stay, qty int, ttl time.Duration) (taken, error) {
@@ -59,7 +63,7 @@ func takeNights(ctx context.Context, tx pgx.Tx, hotelID, roomTypeID string, stay
 	defer rows.Close()
 	for rows.Next() {
 		var night time.Time
-		if err := rows.Scan(&night, &t.expiresAt, &t.now); err != nil {
+		if err := rows.Scan(&night, &t.expiresAt, &t.now, &t.price, &t.currency); err != nil {
 			return t, fmt.Errorf("take nights: %w", err)
 		}
 		t.nights = append(t.nights, night)
@@ -121,22 +125,22 @@ func releaseStay(ctx context.Context, tx pgx.Tx, r reservation.Reservation) erro
 // expires after the store's hold TTL (database time).
 func (s *Store) Hold(ctx context.Context, req reservation.HoldRequest, idem *berth.Idem) (berth.Response, error) {
 	return s.write(ctx, berth.KindHotel, req.HotelID, idem, func(tx pgx.Tx, b *pgx.Batch) (any, error) {
-		var (
-			price    int64
-			currency string
-		)
-		err := tx.QueryRow(ctx, `SELECT price_cents, currency FROM room_types WHERE hotel_id = $1 AND room_type_id = $2`,
-			req.HotelID, req.RoomTypeID).Scan(&price, &currency)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, berth.Errorf(berth.CodeNotFound, "room type %s not found", req.RoomTypeID)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read room type: %w", err)
-		}
 		t, err := takeAllNights(ctx, tx, req.HotelID, req.RoomTypeID, req.Stay, req.Quantity, s.holdTTL)
+		if berth.ErrorCode(err) == berth.CodeSoldOut && len(t.nights) == 0 {
+			// Nothing taken: tell an unknown room type from a sold-out one.
+			var exists bool
+			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM room_types WHERE hotel_id = $1 AND room_type_id = $2)`,
+				req.HotelID, req.RoomTypeID).Scan(&exists); err != nil {
+				return nil, fmt.Errorf("read room type: %w", err)
+			}
+			if !exists {
+				return nil, berth.Errorf(berth.CodeNotFound, "room type %s not found", req.RoomTypeID)
+			}
+		}
 		if err != nil {
 			return nil, err
 		}
+		price, currency := t.price, t.currency
 		r := reservation.Reservation{
 			ID: req.ReservationID, HotelID: req.HotelID, RoomTypeID: req.RoomTypeID, GuestID: req.GuestID,
 			CheckIn: req.Stay.CheckIn, CheckOut: req.Stay.CheckOut, Quantity: req.Quantity,

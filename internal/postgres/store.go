@@ -8,6 +8,7 @@ import (
 
 	"github.com/berthhq/berth/internal/berth"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Store is the booking service's view of the database for one region: every
@@ -53,11 +54,30 @@ func (s *Store) write(ctx context.Context, kind berth.Kind, partitionID string, 
 	var resp berth.Response
 	err := s.db.InTx(ctx, func(tx pgx.Tx) error {
 		resp = berth.Response{}
-		if err := s.fence(ctx, tx, kind, partitionID); err != nil {
+		// The fence and the key claim travel in one round trip.
+		pre := &pgx.Batch{}
+		pre.Queue(fenceSQL, string(kind), partitionID)
+		if idem != nil {
+			pre.Queue(claimKeySQL, partitionID, idem.Key, s.region, idem.Hash)
+		}
+		br := tx.SendBatch(ctx, pre)
+		var home string
+		fenceErr := br.QueryRow().Scan(&home)
+		var (
+			claimTag pgconn.CommandTag
+			claimErr error
+		)
+		if idem != nil {
+			claimTag, claimErr = br.Exec()
+		}
+		if err := br.Close(); err != nil && fenceErr == nil && claimErr == nil {
+			return fmt.Errorf("fence and claim: %w", err)
+		}
+		if err := s.checkFence(kind, partitionID, home, fenceErr); err != nil {
 			return err
 		}
 		if idem != nil {
-			replay, err := claimKey(ctx, tx, partitionID, s.region, idem)
+			replay, err := claimResult(ctx, tx, claimTag, claimErr, partitionID, idem)
 			if err != nil {
 				return err
 			}
@@ -97,11 +117,10 @@ func (s *Store) write(ctx context.Context, kind berth.Kind, partitionID string, 
 // this store's region. The FOR SHARE lock makes a concurrent move wait for
 // this transaction (or this transaction wait for the move and then refuse),
 // so a stale router can never make two regions write one partition.
-func (s *Store) fence(ctx context.Context, tx pgx.Tx, kind berth.Kind, partitionID string) error {
-	var home string
-	err := tx.QueryRow(ctx,
-		`SELECT home_region FROM placements WHERE kind = $1 AND partition_id = $2 FOR SHARE`,
-		string(kind), partitionID).Scan(&home)
+const fenceSQL = `SELECT home_region FROM placements WHERE kind = $1 AND partition_id = $2 FOR SHARE`
+
+// checkFence interprets the fence query's outcome.
+func (s *Store) checkFence(kind berth.Kind, partitionID, home string, err error) error {
 	if errors.Is(err, pgx.ErrNoRows) {
 		return berth.Errorf(berth.CodeNotFound, "%s %s not found", kind, partitionID)
 	}
