@@ -1,0 +1,142 @@
+package httpapi_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/berthhq/berth/internal/berth"
+	"github.com/berthhq/berth/internal/bookingtest"
+	"github.com/berthhq/berth/internal/httpapi"
+	"github.com/berthhq/berth/internal/postgres"
+)
+
+// clinicEnv is a booking server with the clinic routes on a fresh database.
+type clinicEnv struct {
+	*bookingtest.Env
+	Clinics *postgres.ClinicStore
+}
+
+func startClinics(t testing.TB, holdTTL time.Duration) *clinicEnv {
+	t.Helper()
+	var cs *postgres.ClinicStore
+	env := bookingtest.Start(t, bookingtest.Options{Configure: func(cfg *httpapi.Config, st *postgres.Store) {
+		cs = postgres.NewClinicStore(st, holdTTL)
+		cfg.Clinics = cs
+	}})
+	return &clinicEnv{Env: env, Clinics: cs}
+}
+
+type window = map[string]any
+
+// allWeek is a template of every weekday from start to end.
+func allWeek(start, end string) []window {
+	var w []window
+	for d := 1; d <= 7; d++ {
+		w = append(w, window{"weekday": d, "start": start, "end": end})
+	}
+	return w
+}
+
+// seedClinic creates a clinic in tz homed in the server's region.
+func (e *clinicEnv) seedClinic(tz string) string {
+	e.T.Helper()
+	r := e.Do(bookingtest.Request{Method: "POST", Path: "/v1/clinics", Token: e.Admin(),
+		Body: map[string]any{"name": "Test Clinic", "timezone": tz, "home_region": e.Store.Region()}})
+	if r.Status != http.StatusCreated {
+		e.T.Fatalf("create clinic: %d %s", r.Status, r.Body)
+	}
+	return r.JSON()["clinic_id"].(string)
+}
+
+func (e *clinicEnv) seedDoctor(clinicID string, slotMinutes int, prepay bool, weekly []window) string {
+	e.T.Helper()
+	r := e.Do(bookingtest.Request{Method: "POST", Path: "/v1/clinics/" + clinicID + "/doctors", Token: e.Admin(),
+		Body: map[string]any{"name": "Dr. Test", "slot_minutes": slotMinutes, "prepay_required": prepay, "weekly": weekly}})
+	if r.Status != http.StatusCreated {
+		e.T.Fatalf("create doctor: %d %s", r.Status, r.Body)
+	}
+	return r.JSON()["doctor_id"].(string)
+}
+
+func (e *clinicEnv) materialize(clinicID, from, to string) int {
+	e.T.Helper()
+	r := e.Do(bookingtest.Request{Method: "POST", Path: "/v1/clinics/" + clinicID + "/slots/materialize", Token: e.Admin(),
+		Body: map[string]any{"from": from, "to": to}})
+	if r.Status != http.StatusOK {
+		e.T.Fatalf("materialize: %d %s", r.Status, r.Body)
+	}
+	return int(r.JSON()["created"].(float64))
+}
+
+type slotView struct {
+	ID, Status       string
+	StartsAt, EndsAt time.Time
+}
+
+func (e *clinicEnv) slots(clinicID, doctorID, date string) []slotView {
+	e.T.Helper()
+	r := e.Do(bookingtest.Request{Method: "GET", Path: "/v1/clinics/" + clinicID + "/doctors/" + doctorID + "/slots?date=" + date})
+	if r.Status != http.StatusOK {
+		e.T.Fatalf("list slots: %d %s", r.Status, r.Body)
+	}
+	var out []slotView
+	for _, v := range r.JSON()["slots"].([]any) {
+		m := v.(map[string]any)
+		s := slotView{ID: m["slot_id"].(string), Status: m["status"].(string)}
+		s.StartsAt, _ = time.Parse(time.RFC3339, m["starts_at"].(string))
+		s.EndsAt, _ = time.Parse(time.RFC3339, m["ends_at"].(string))
+		out = append(out, s)
+	}
+	return out
+}
+
+func (e *clinicEnv) guest(id string) string { return e.Token(id, berth.RoleGuest) }
+
+// hold asks for a slot as the guest themselves.
+func (e *clinicEnv) hold(ctx context.Context, clinicID, guestID string, body map[string]any) (bookingtest.Response, error) {
+	body["guest_id"] = guestID
+	return e.Try(ctx, bookingtest.Request{Method: "POST", Path: "/v1/clinics/" + clinicID + "/appointments",
+		Token: e.guest(guestID), IdemKey: bookingtest.NewKey(), Body: body})
+}
+
+// queryInt runs a counting query against the test database.
+func (e *clinicEnv) queryInt(sql string, args ...any) int {
+	e.T.Helper()
+	var n int64
+	if err := e.DB.Pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
+		e.T.Fatalf("%s: %v", sql, err)
+	}
+	return int(n)
+}
+
+// checkSlotInvariant asserts, from the database, that no slot has two live
+// appointments, that every live appointment is exactly the one its slot
+// names, and that every occupied slot names a live appointment.
+func (e *clinicEnv) checkSlotInvariant(clinicID string) {
+	e.T.Helper()
+	if n := e.queryInt(`SELECT count(*) FROM (SELECT slot_id FROM appointments WHERE clinic_id = $1
+		AND (status = 'confirmed' OR (status = 'held' AND hold_expires_at >= now()))
+		GROUP BY slot_id HAVING count(*) > 1) x`, clinicID); n != 0 {
+		e.T.Errorf("%d slots have more than one live appointment", n)
+	}
+	if n := e.queryInt(`SELECT count(*) FROM (SELECT slot_id FROM appointments WHERE clinic_id = $1
+		AND status IN ('held', 'confirmed') GROUP BY slot_id HAVING count(*) > 1) x`, clinicID); n != 0 {
+		e.T.Errorf("%d slots have more than one held/confirmed appointment row", n)
+	}
+	if n := e.queryInt(`SELECT count(*) FROM appointments a LEFT JOIN slots s
+		ON s.clinic_id = a.clinic_id AND s.slot_id = a.slot_id
+		WHERE a.clinic_id = $1 AND a.status IN ('held', 'confirmed')
+		  AND (s.slot_id IS NULL OR s.appointment_id IS DISTINCT FROM a.appointment_id
+		       OR s.held_by IS DISTINCT FROM a.guest_id
+		       OR s.status <> CASE a.status WHEN 'held' THEN 'held' ELSE 'booked' END)`, clinicID); n != 0 {
+		e.T.Errorf("%d live appointments do not match their slot", n)
+	}
+	if n := e.queryInt(`SELECT count(*) FROM slots s LEFT JOIN appointments a
+		ON a.clinic_id = s.clinic_id AND a.appointment_id = s.appointment_id
+		WHERE s.clinic_id = $1 AND s.status IN ('held', 'booked')
+		  AND (a.appointment_id IS NULL OR a.slot_id <> s.slot_id OR a.status NOT IN ('held', 'confirmed'))`, clinicID); n != 0 {
+		e.T.Errorf("%d occupied slots do not point at a live appointment on them", n)
+	}
+}

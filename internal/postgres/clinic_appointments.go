@@ -1,0 +1,516 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/berthhq/berth/internal/appointment"
+	"github.com/berthhq/berth/internal/berth"
+	"github.com/jackc/pgx/v5"
+)
+
+// See ClinicStore for the lock order every function here follows.
+
+const appointmentColumns = `appointment_id::TEXT, clinic_id::TEXT, doctor_id::TEXT, slot_id::TEXT, guest_id, starts_at, ends_at,
+	local_date, status, hold_expires_at, channel, created_by_subject, created_by_role, COALESCE(payment_ref, ''),
+	version, created_at, updated_at`
+
+func scanAppointment(row pgx.Row) (appointment.Appointment, error) {
+	var (
+		a               appointment.Appointment
+		day             time.Time
+		status, channel string
+	)
+	err := row.Scan(&a.ID, &a.ClinicID, &a.DoctorID, &a.SlotID, &a.GuestID, &a.StartsAt, &a.EndsAt, &day, &status,
+		&a.HoldExpiresAt, &channel, &a.CreatedBy.Subject, &a.CreatedBy.Role, &a.PaymentRef, &a.Version, &a.CreatedAt, &a.UpdatedAt)
+	a.LocalDate, a.Status, a.Channel = appointment.DateOf(day), appointment.Status(status), appointment.Channel(channel)
+	a.StartsAt, a.EndsAt, a.CreatedAt, a.UpdatedAt = a.StartsAt.UTC(), a.EndsAt.UTC(), a.CreatedAt.UTC(), a.UpdatedAt.UTC()
+	if a.HoldExpiresAt != nil {
+		u := a.HoldExpiresAt.UTC()
+		a.HoldExpiresAt = &u
+	}
+	return a, err
+}
+
+// GetAppointment reads an appointment.
+func (c *ClinicStore) GetAppointment(ctx context.Context, clinicID, apptID string) (appointment.Appointment, error) {
+	a, err := scanAppointment(c.s.db.Pool.QueryRow(ctx,
+		`SELECT `+appointmentColumns+` FROM appointments WHERE clinic_id = $1 AND appointment_id = $2`, clinicID, apptID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return a, berth.Errorf(berth.CodeNotFound, "appointment %s not found", apptID)
+	}
+	return a, classify(err)
+}
+
+func appointmentEvent(typ string, a appointment.Appointment) event {
+	return event{kind: berth.KindClinic, partitionID: a.ClinicID, typ: typ, aggregateID: a.ID, version: a.Version, data: a}
+}
+
+// lockGuestDays locks (creating if needed) the guest's day rows of a doctor,
+// ascending by day: step 2 of the lock order. Every write that may give the
+// guest a new live appointment on one of these days holds the row, so the
+// count that follows cannot be beaten by a parallel request.
+func lockGuestDays(ctx context.Context, tx pgx.Tx, clinicID, region, doctorID, guestID string, days []time.Time) error {
+	_, err := tx.Exec(ctx,
+		`INSERT INTO clinic_guest_days (clinic_id, doctor_id, guest_id, local_date, home_region)
+		 SELECT $1, $2, $3, d, $4 FROM unnest($5::DATE[]) AS d ORDER BY d
+		 ON CONFLICT (clinic_id, doctor_id, guest_id, local_date) DO UPDATE SET touched_at = now()`,
+		clinicID, doctorID, guestID, region, days)
+	if err != nil {
+		return fmt.Errorf("lock guest days: %w", err)
+	}
+	return nil
+}
+
+// liveElsewhere reports whether the guest has another live appointment (a
+// booking, or a hold that has not lapsed) with the doctor on that day.
+func liveElsewhere(ctx context.Context, tx pgx.Tx, clinicID, doctorID, guestID string, day time.Time, exceptAppt string) (bool, error) {
+	var n int64
+	err := tx.QueryRow(ctx,
+		`SELECT count(*) FROM appointments
+		 WHERE clinic_id = $1 AND doctor_id = $2 AND guest_id = $3 AND local_date = $4 AND appointment_id::TEXT <> $5
+		   AND (status = 'confirmed' OR (status = 'held' AND hold_expires_at >= now()))`,
+		clinicID, doctorID, guestID, day, exceptAppt).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("count guest appointments: %w", err)
+	}
+	return n > 0, nil
+}
+
+func oneADayError(day time.Time) error {
+	return &berth.Error{Code: berth.CodeInvalidState,
+		Detail: fmt.Sprintf("the guest already has an appointment with this doctor on %s; one per doctor per day", appointment.DateOf(day)),
+		Extra:  map[string]any{"reason": "one_per_doctor_per_day"}}
+}
+
+// expireAppointment marks a held appointment whose slot someone else is
+// taking (its hold lapsed) as expired, and returns its event.
+func expireAppointment(ctx context.Context, tx pgx.Tx, clinicID, apptID string) ([]event, error) {
+	a, err := scanAppointment(tx.QueryRow(ctx,
+		`UPDATE appointments SET status = 'expired', version = version + 1, updated_at = now()
+		 WHERE clinic_id = $1 AND appointment_id = $2 AND status = 'held'
+		 RETURNING `+appointmentColumns, clinicID, apptID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("expire appointment: %w", err)
+	}
+	return []event{appointmentEvent(appointment.EventExpired, a)}, nil
+}
+
+// Hold takes one slot for a guest: the named one, or the first open one of
+// the doctor in the window (FOR UPDATE SKIP LOCKED, so parallel requests
+// spread over the open slots). When the doctor needs no prepayment the
+// appointment is confirmed in the same transaction. Losing the slot is a
+// committed 409 slot_taken naming alternatives.
+func (c *ClinicStore) Hold(ctx context.Context, req appointment.HoldRequest, idem *berth.Idem) (berth.Response, error) {
+	var loc *time.Location
+	if req.ByWindow() {
+		var err error
+		if loc, err = c.clinicLocation(ctx, req.ClinicID); err != nil {
+			return berth.Response{}, err
+		}
+	}
+	return c.s.write(ctx, berth.KindClinic, req.ClinicID, idem, func(tx pgx.Tx, b *pgx.Batch) (any, error) {
+		slotID, doctorID, prepay := req.SlotID, req.DoctorID, false
+		if !req.ByWindow() {
+			h, err := readSlotHint(ctx, tx, req.ClinicID, req.SlotID)
+			if err != nil {
+				return nil, err
+			}
+			doctorID, prepay = h.doctorID, h.prepay
+			if err := lockGuestDays(ctx, tx, req.ClinicID, c.s.region, doctorID, req.GuestID, []time.Time{h.localDate}); err != nil {
+				return nil, err
+			}
+			busy, err := liveElsewhere(ctx, tx, req.ClinicID, doctorID, req.GuestID, h.localDate, "")
+			if err != nil {
+				return nil, err
+			}
+			if busy {
+				return nil, oneADayError(h.localDate)
+			}
+		} else {
+			err := tx.QueryRow(ctx, `SELECT prepay_required FROM doctors WHERE clinic_id = $1 AND doctor_id = $2`,
+				req.ClinicID, req.DoctorID).Scan(&prepay)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil, berth.Errorf(berth.CodeNotFound, "doctor %s not found", req.DoctorID)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("read doctor: %w", err)
+			}
+			var days []time.Time
+			for _, d := range appointment.LocalDates(req.WindowStart, req.WindowEnd, loc) {
+				days = append(days, d.Time())
+			}
+			if err := lockGuestDays(ctx, tx, req.ClinicID, c.s.region, doctorID, req.GuestID, days); err != nil {
+				return nil, err
+			}
+			// The first open slot in the window on a day the guest is free;
+			// slots other requests are taking right now are skipped, not waited for.
+			err = tx.QueryRow(ctx,
+				`SELECT s.slot_id::TEXT FROM slots s
+				 WHERE s.clinic_id = $1 AND s.doctor_id = $2 AND s.starts_at >= $3 AND s.starts_at < $4
+				   AND s.starts_at > now() AND `+takeableSQL+`
+				   AND NOT EXISTS (SELECT 1 FROM appointments a
+				       WHERE a.clinic_id = s.clinic_id AND a.doctor_id = s.doctor_id AND a.guest_id = $5
+				         AND a.local_date = s.local_date
+				         AND (a.status = 'confirmed' OR (a.status = 'held' AND a.hold_expires_at >= now())))
+				 ORDER BY s.starts_at, s.slot_id LIMIT 1 FOR UPDATE OF s SKIP LOCKED`,
+				req.ClinicID, req.DoctorID, req.WindowStart, req.WindowEnd, req.GuestID).Scan(&slotID)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil, slotTaken(ctx, tx, req.ClinicID, doctorID, "", req.WindowStart,
+					"no open slot of this doctor in the window")
+			}
+			if err != nil {
+				return nil, fmt.Errorf("find a slot in the window: %w", err)
+			}
+		}
+		status := appointment.StatusConfirmed
+		if prepay {
+			status = appointment.StatusHeld
+		}
+		t, ok, err := takeSlot(ctx, tx, req.ClinicID, slotID, status.SlotStatus(), req.GuestID, req.AppointmentID, c.holdTTL, nil)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			if req.ByWindow() {
+				// Locked by us a moment ago and still takeable: cannot happen.
+				return nil, fmt.Errorf("slot %s chosen in the window was not takeable: %w", slotID, errRetry)
+			}
+			return nil, c.refuseSlot(ctx, tx, req.ClinicID, slotID)
+		}
+		a := appointment.Appointment{
+			ID: req.AppointmentID, ClinicID: req.ClinicID, DoctorID: t.doctorID, SlotID: slotID, GuestID: req.GuestID,
+			StartsAt: t.startsAt, EndsAt: t.endsAt, LocalDate: appointment.DateOf(t.localDate), Status: status,
+			HoldExpiresAt: t.holdExpiresAt, Channel: req.Channel, CreatedBy: req.Actor,
+			Version: 1, CreatedAt: t.now, UpdatedAt: t.now,
+		}
+		au := &audit{clinicID: req.ClinicID, region: c.s.region}
+		var evs []event
+		if t.prevStatus == appointment.SlotHeld && t.prevAppt != "" {
+			// The previous holder's hold lapsed: it loses the slot now, in
+			// this transaction, before the new appointment row goes in (the
+			// one-live-appointment-per-slot index would refuse it otherwise).
+			ev, err := expireAppointment(ctx, tx, req.ClinicID, t.prevAppt)
+			if err != nil {
+				return nil, err
+			}
+			evs = append(evs, ev...)
+			au.add(slotID, t.prevAppt, systemActor, appointment.ChannelSystem, appointment.SlotHeld, appointment.SlotOpen)
+		}
+		b.Queue(`INSERT INTO appointments (clinic_id, appointment_id, home_region, doctor_id, slot_id, guest_id, starts_at,
+				ends_at, local_date, status, channel, created_by_subject, created_by_role, hold_expires_at, version, created_at, updated_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, 1, $15, $15)`,
+			a.ClinicID, a.ID, c.s.region, a.DoctorID, a.SlotID, a.GuestID, a.StartsAt, a.EndsAt, t.localDate,
+			string(a.Status), string(a.Channel), a.CreatedBy.Subject, a.CreatedBy.Role, a.HoldExpiresAt, a.CreatedAt)
+		au.add(slotID, a.ID, req.Actor, req.Channel, appointment.SlotOpen, status.SlotStatus())
+		au.flush(b)
+		typ := appointment.EventHeld
+		if status == appointment.StatusConfirmed {
+			typ = appointment.EventConfirmed
+		}
+		evs = append(evs, appointmentEvent(typ, a))
+		return a, queueEvents(b, c.s.region, evs...)
+	})
+}
+
+// refuseSlot explains why a slot could not be taken: it has started
+// (invalid_state) or someone else has it (slot_taken with alternatives).
+func (c *ClinicStore) refuseSlot(ctx context.Context, tx pgx.Tx, clinicID, slotID string) error {
+	var (
+		doctorID string
+		startsAt time.Time
+		started  bool
+	)
+	err := tx.QueryRow(ctx, `SELECT doctor_id::TEXT, starts_at, starts_at <= now() FROM slots WHERE clinic_id = $1 AND slot_id = $2`,
+		clinicID, slotID).Scan(&doctorID, &startsAt, &started)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return berth.Errorf(berth.CodeNotFound, "slot %s not found", slotID)
+	}
+	if err != nil {
+		return fmt.Errorf("read slot: %w", err)
+	}
+	if started {
+		return berth.Errorf(berth.CodeInvalidState, "slot %s has already started", slotID)
+	}
+	return slotTaken(ctx, tx, clinicID, doctorID, slotID, startsAt, "the slot is held or booked by someone else")
+}
+
+// apptHint is an appointment read without a lock: which slot to lock.
+func apptHint(ctx context.Context, q querier, clinicID, apptID string) (appointment.Appointment, error) {
+	a, err := scanAppointment(q.QueryRow(ctx,
+		`SELECT `+appointmentColumns+` FROM appointments WHERE clinic_id = $1 AND appointment_id = $2`, clinicID, apptID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return a, berth.Errorf(berth.CodeNotFound, "appointment %s not found", apptID)
+	}
+	if err != nil {
+		return a, fmt.Errorf("read appointment: %w", err)
+	}
+	return a, nil
+}
+
+// lockAppointment locks an appointment whose slot the caller has locked and
+// checks it is still on that slot; if it moved, the transaction runs again.
+func lockAppointment(ctx context.Context, tx pgx.Tx, clinicID, apptID, slotID string) (appointment.Appointment, error) {
+	a, err := scanAppointment(tx.QueryRow(ctx,
+		`SELECT `+appointmentColumns+` FROM appointments WHERE clinic_id = $1 AND appointment_id = $2 FOR UPDATE`, clinicID, apptID))
+	if err != nil {
+		return a, fmt.Errorf("lock appointment: %w", err)
+	}
+	if a.SlotID != slotID {
+		return a, fmt.Errorf("appointment %s moved while locking: %w", apptID, errRetry)
+	}
+	return a, nil
+}
+
+// queueAppointmentUpdate queues the row update of a transition; the caller
+// has bumped the version.
+func queueAppointmentUpdate(b *pgx.Batch, a appointment.Appointment, day time.Time) {
+	b.Queue(`UPDATE appointments SET status = $3, slot_id = $4, doctor_id = $5, starts_at = $6, ends_at = $7, local_date = $8,
+			hold_expires_at = $9, payment_ref = NULLIF($10, ''), version = $11, updated_at = $12
+		WHERE clinic_id = $1 AND appointment_id = $2`,
+		a.ClinicID, a.ID, string(a.Status), a.SlotID, a.DoctorID, a.StartsAt, a.EndsAt, day,
+		a.HoldExpiresAt, a.PaymentRef, a.Version, a.UpdatedAt)
+}
+
+// Confirm confirms an appointment by its holder (held_by): a held one —
+// even if its hold lapsed — is confirmed as long as it still occupies its
+// slot, i.e. nobody took the slot meanwhile. If someone did, the answer is
+// a committed 409 hold_expired and a refund_requested event.
+func (c *ClinicStore) Confirm(ctx context.Context, clinicID, apptID, paymentRef string, authorize func(guestID string) error,
+	actor appointment.Actor, ch appointment.Channel, idem *berth.Idem) (berth.Response, error) {
+	return c.s.write(ctx, berth.KindClinic, clinicID, idem, func(tx pgx.Tx, b *pgx.Batch) (any, error) {
+		h, err := apptHint(ctx, tx, clinicID, apptID)
+		if err != nil {
+			return nil, err
+		}
+		if err := authorize(h.GuestID); err != nil {
+			return nil, err
+		}
+		if h.Status == appointment.StatusConfirmed {
+			return h, nil
+		}
+		day := h.LocalDate.Time()
+		if err := lockGuestDays(ctx, tx, clinicID, c.s.region, h.DoctorID, h.GuestID, []time.Time{day}); err != nil {
+			return nil, err
+		}
+		locked, err := lockSlots(ctx, tx, clinicID, h.SlotID)
+		if err != nil {
+			return nil, err
+		}
+		l := locked[h.SlotID]
+		a, err := lockAppointment(ctx, tx, clinicID, apptID, h.SlotID)
+		if err != nil {
+			return nil, err
+		}
+		if ch == "" {
+			ch = a.Channel
+		}
+		now, err := dbNow(ctx, tx)
+		if err != nil {
+			return nil, err
+		}
+		action := appointment.OnConfirm(a.Status)
+		switch action {
+		case appointment.ConfirmAlready:
+			return a, nil
+		case appointment.ConfirmRefuse:
+			return a, berth.Errorf(berth.CodeInvalidState, "a %s appointment cannot be confirmed", a.Status)
+		}
+		busy, err := liveElsewhere(ctx, tx, clinicID, a.DoctorID, a.GuestID, day, a.ID)
+		if err != nil {
+			return nil, err
+		}
+		au := &audit{clinicID: clinicID, region: c.s.region}
+		var evs []event
+		ours := l.appointmentID == a.ID && l.status == appointment.SlotHeld
+		won := false
+		switch {
+		case busy || l.started:
+			// The guest booked another slot of this doctor that day after
+			// this hold lapsed, or the slot is over: not this one.
+		case action == appointment.ConfirmNow && ours:
+			b.Queue(`UPDATE slots SET status = 'booked', hold_expires_at = NULL, version = version + 1, updated_at = now()
+				WHERE clinic_id = $1 AND slot_id = $2 AND appointment_id = $3`, clinicID, a.SlotID, a.ID)
+			au.add(a.SlotID, a.ID, actor, ch, appointment.SlotHeld, appointment.SlotBooked)
+			won = true
+		case action == appointment.ConfirmRetake:
+			t, ok, err := takeSlot(ctx, tx, clinicID, a.SlotID, appointment.SlotBooked, a.GuestID, a.ID, 0, nil)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				if t.prevStatus == appointment.SlotHeld && t.prevAppt != "" && t.prevAppt != a.ID {
+					ev, err := expireAppointment(ctx, tx, clinicID, t.prevAppt)
+					if err != nil {
+						return nil, err
+					}
+					evs = append(evs, ev...)
+					au.add(a.SlotID, t.prevAppt, systemActor, appointment.ChannelSystem, appointment.SlotHeld, appointment.SlotOpen)
+				}
+				au.add(a.SlotID, a.ID, actor, ch, appointment.SlotOpen, appointment.SlotBooked)
+				won = true
+			}
+		}
+		a.PaymentRef, a.Version, a.UpdatedAt = paymentRef, a.Version+1, now
+		if won {
+			a.Status, a.HoldExpiresAt = appointment.StatusConfirmed, nil
+			queueAppointmentUpdate(b, a, day)
+			au.flush(b)
+			return a, queueEvents(b, c.s.region, append(evs, appointmentEvent(appointment.EventConfirmed, a))...)
+		}
+		// Lost: the appointment is (or becomes) expired, and the payment goes back.
+		if a.Status == appointment.StatusHeld {
+			a.Status = appointment.StatusExpired
+			if ours {
+				queueReleaseSlot(b, clinicID, a.SlotID, a.ID)
+				au.add(a.SlotID, a.ID, actor, ch, appointment.SlotHeld, appointment.SlotOpen)
+			}
+		}
+		queueAppointmentUpdate(b, a, day)
+		au.flush(b)
+		refund := map[string]any{"appointment": a, "payment_ref": paymentRef, "reason": "hold_expired"}
+		evs = append(evs, appointmentEvent(appointment.EventExpired, a),
+			event{kind: berth.KindClinic, partitionID: clinicID, typ: appointment.EventRefundRequested,
+				aggregateID: a.ID, version: a.Version, data: refund})
+		if err := queueEvents(b, c.s.region, evs...); err != nil {
+			return nil, err
+		}
+		return a, &berth.Error{Code: berth.CodeHoldExpired,
+			Detail: "the hold lapsed and the slot was taken meanwhile; a refund was requested"}
+	})
+}
+
+// Cancel cancels a live appointment; its slot reopens in the same transaction.
+func (c *ClinicStore) Cancel(ctx context.Context, clinicID, apptID string, authorize func(guestID string) error,
+	actor appointment.Actor, ch appointment.Channel, idem *berth.Idem) (berth.Response, error) {
+	return c.s.write(ctx, berth.KindClinic, clinicID, idem, func(tx pgx.Tx, b *pgx.Batch) (any, error) {
+		h, err := apptHint(ctx, tx, clinicID, apptID)
+		if err != nil {
+			return nil, err
+		}
+		if err := authorize(h.GuestID); err != nil {
+			return nil, err
+		}
+		locked, err := lockSlots(ctx, tx, clinicID, h.SlotID)
+		if err != nil {
+			return nil, err
+		}
+		l := locked[h.SlotID]
+		a, err := lockAppointment(ctx, tx, clinicID, apptID, h.SlotID)
+		if err != nil {
+			return nil, err
+		}
+		if ch == "" {
+			ch = a.Channel
+		}
+		if !appointment.CanCancel(a.Status) {
+			return a, berth.Errorf(berth.CodeInvalidState, "a %s appointment cannot be cancelled", a.Status)
+		}
+		now, err := dbNow(ctx, tx)
+		if err != nil {
+			return nil, err
+		}
+		au := &audit{clinicID: clinicID, region: c.s.region}
+		if l.appointmentID == a.ID {
+			queueReleaseSlot(b, clinicID, a.SlotID, a.ID)
+			au.add(a.SlotID, a.ID, actor, ch, appointment.Shown(l.status, l.lapsed), appointment.SlotOpen)
+		}
+		a.Status, a.Version, a.UpdatedAt, a.HoldExpiresAt = appointment.StatusCancelled, a.Version+1, now, nil
+		queueAppointmentUpdate(b, a, a.LocalDate.Time())
+		au.flush(b)
+		return a, queueEvents(b, c.s.region, appointmentEvent(appointment.EventCancelled, a))
+	})
+}
+
+// Reschedule moves a live appointment to another slot in one transaction:
+// both slots are locked in ascending id order, the new one is taken by the
+// same conditional write as a hold, the old one reopens. A taken new slot
+// is a committed 409 slot_taken with alternatives.
+func (c *ClinicStore) Reschedule(ctx context.Context, clinicID, apptID, newSlotID string, authorize func(guestID string) error,
+	actor appointment.Actor, ch appointment.Channel, idem *berth.Idem) (berth.Response, error) {
+	return c.s.write(ctx, berth.KindClinic, clinicID, idem, func(tx pgx.Tx, b *pgx.Batch) (any, error) {
+		h, err := apptHint(ctx, tx, clinicID, apptID)
+		if err != nil {
+			return nil, err
+		}
+		if err := authorize(h.GuestID); err != nil {
+			return nil, err
+		}
+		nh, err := readSlotHint(ctx, tx, clinicID, newSlotID)
+		if err != nil {
+			return nil, err
+		}
+		if !appointment.CanReschedule(h.Status) {
+			return h, berth.Errorf(berth.CodeInvalidState, "a %s appointment cannot be rescheduled", h.Status)
+		}
+		if newSlotID == h.SlotID {
+			return h, nil
+		}
+		newDay := nh.localDate
+		otherDay := nh.doctorID != h.DoctorID || !appointment.DateOf(newDay).Time().Equal(h.LocalDate.Time())
+		if otherDay {
+			if err := lockGuestDays(ctx, tx, clinicID, c.s.region, nh.doctorID, h.GuestID, []time.Time{newDay}); err != nil {
+				return nil, err
+			}
+		}
+		// Both slots in one statement, ascending id: two reschedules
+		// crossing the same pair of slots queue up instead of deadlocking.
+		locked, err := lockSlots(ctx, tx, clinicID, h.SlotID, newSlotID)
+		if err != nil {
+			return nil, err
+		}
+		old := locked[h.SlotID]
+		a, err := lockAppointment(ctx, tx, clinicID, apptID, h.SlotID)
+		if err != nil {
+			return nil, err
+		}
+		if ch == "" {
+			ch = a.Channel
+		}
+		if !appointment.CanReschedule(a.Status) {
+			return a, berth.Errorf(berth.CodeInvalidState, "a %s appointment cannot be rescheduled", a.Status)
+		}
+		if old.appointmentID != a.ID || (a.Status == appointment.StatusHeld && old.lapsed) {
+			return a, berth.Errorf(berth.CodeInvalidState, "the hold lapsed; hold the new slot instead")
+		}
+		if otherDay {
+			busy, err := liveElsewhere(ctx, tx, clinicID, nh.doctorID, a.GuestID, newDay, a.ID)
+			if err != nil {
+				return nil, err
+			}
+			if busy {
+				return a, oneADayError(newDay)
+			}
+		}
+		t, ok, err := takeSlot(ctx, tx, clinicID, newSlotID, a.Status.SlotStatus(), a.GuestID, a.ID, 0, a.HoldExpiresAt)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return a, c.refuseSlot(ctx, tx, clinicID, newSlotID)
+		}
+		au := &audit{clinicID: clinicID, region: c.s.region}
+		var evs []event
+		if t.prevStatus == appointment.SlotHeld && t.prevAppt != "" {
+			ev, err := expireAppointment(ctx, tx, clinicID, t.prevAppt)
+			if err != nil {
+				return nil, err
+			}
+			evs = append(evs, ev...)
+			au.add(newSlotID, t.prevAppt, systemActor, appointment.ChannelSystem, appointment.SlotHeld, appointment.SlotOpen)
+		}
+		queueReleaseSlot(b, clinicID, a.SlotID, a.ID)
+		au.add(a.SlotID, a.ID, actor, ch, old.status, appointment.SlotOpen)
+		au.add(newSlotID, a.ID, actor, ch, appointment.SlotOpen, a.Status.SlotStatus())
+		a.SlotID, a.DoctorID, a.StartsAt, a.EndsAt = newSlotID, t.doctorID, t.startsAt, t.endsAt
+		a.LocalDate, a.Version, a.UpdatedAt = appointment.DateOf(t.localDate), a.Version+1, t.now
+		queueAppointmentUpdate(b, a, t.localDate)
+		au.flush(b)
+		return a, queueEvents(b, c.s.region, append(evs, appointmentEvent(appointment.EventRescheduled, a))...)
+	})
+}

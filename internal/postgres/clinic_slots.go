@@ -1,0 +1,341 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/berthhq/berth/internal/appointment"
+	"github.com/berthhq/berth/internal/berth"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// takeableSQL is the one rule of who may take a slot, in database time: an
+// open slot, or a held one whose hold lapsed. Nothing sweeps lapsed holds;
+// every write and read treats them as open.
+const takeableSQL = `(s.status = 'open' OR (s.status = 'held' AND s.hold_expires_at < now()))`
+
+// shownStatusSQL is the status a client sees (a lapsed hold shows as open).
+const shownStatusSQL = `CASE WHEN s.status = 'held' AND s.hold_expires_at < now() THEN 'open' ELSE s.status END`
+
+// ListSlots returns a doctor's slots of one local day. It reads the local
+// database (seconds stale on follower reads) and never feeds a write.
+func (c *ClinicStore) ListSlots(ctx context.Context, clinicID, doctorID string, day appointment.Date) (appointment.SlotList, error) {
+	cl, err := c.GetClinic(ctx, clinicID)
+	if err != nil {
+		return appointment.SlotList{}, err
+	}
+	list := appointment.SlotList{DoctorID: doctorID, Date: day, Timezone: cl.Timezone, Slots: []appointment.Slot{}}
+	docs, err := c.doctors(ctx, c.s.db.Pool, clinicID, doctorID)
+	if err != nil {
+		return list, err
+	}
+	if len(docs) == 0 {
+		return list, berth.Errorf(berth.CodeNotFound, "doctor %s not found", doctorID)
+	}
+	rows, err := c.s.db.Pool.Query(ctx,
+		`SELECT s.slot_id::TEXT, s.starts_at, s.ends_at, `+shownStatusSQL+`
+		 FROM slots s WHERE s.clinic_id = $1 AND s.doctor_id = $2 AND s.local_date = $3
+		 ORDER BY s.starts_at`, clinicID, doctorID, day.Time())
+	if err != nil {
+		return list, classify(fmt.Errorf("list slots: %w", err))
+	}
+	slots, err := pgx.CollectRows(rows, scanSlot)
+	if err != nil {
+		return list, classify(fmt.Errorf("list slots: %w", err))
+	}
+	list.Slots = append(list.Slots, slots...)
+	return list, nil
+}
+
+func scanSlot(row pgx.CollectableRow) (appointment.Slot, error) {
+	var (
+		sl     appointment.Slot
+		status string
+	)
+	err := row.Scan(&sl.ID, &sl.StartsAt, &sl.EndsAt, &status)
+	sl.Status = appointment.SlotStatus(status)
+	sl.StartsAt, sl.EndsAt = sl.StartsAt.UTC(), sl.EndsAt.UTC()
+	return sl, err
+}
+
+// alternatives returns up to three open future slots of a doctor nearest to
+// around (excluding one slot), ordered by start: what a 409 slot_taken offers.
+func alternatives(ctx context.Context, q querier, clinicID, doctorID, excludeSlotID string, around time.Time) ([]appointment.Slot, error) {
+	rows, err := q.Query(ctx, `
+		(SELECT s.slot_id::TEXT, s.starts_at, s.ends_at, 'open' FROM slots s
+		 WHERE s.clinic_id = $1 AND s.doctor_id = $2 AND s.slot_id::TEXT <> $3 AND s.starts_at >= $4
+		   AND s.starts_at > now() AND `+takeableSQL+`
+		 ORDER BY s.starts_at LIMIT 3)
+		UNION ALL
+		(SELECT s.slot_id::TEXT, s.starts_at, s.ends_at, 'open' FROM slots s
+		 WHERE s.clinic_id = $1 AND s.doctor_id = $2 AND s.slot_id::TEXT <> $3 AND s.starts_at < $4
+		   AND s.starts_at > now() AND `+takeableSQL+`
+		 ORDER BY s.starts_at DESC LIMIT 3)`, clinicID, doctorID, excludeSlotID, around)
+	if err != nil {
+		return nil, fmt.Errorf("alternatives: %w", err)
+	}
+	alts, err := pgx.CollectRows(rows, scanSlot)
+	if err != nil {
+		return nil, fmt.Errorf("alternatives: %w", err)
+	}
+	dist := func(t time.Time) time.Duration { return max(t.Sub(around), around.Sub(t)) }
+	sort.SliceStable(alts, func(i, j int) bool { return dist(alts[i].StartsAt) < dist(alts[j].StartsAt) })
+	alts = alts[:min(len(alts), 3)]
+	sort.Slice(alts, func(i, j int) bool { return alts[i].StartsAt.Before(alts[j].StartsAt) })
+	for i := range alts {
+		alts[i].DoctorID = doctorID
+	}
+	if alts == nil {
+		alts = []appointment.Slot{}
+	}
+	return alts, nil
+}
+
+// slotTaken builds the 409 answer naming the alternatives.
+func slotTaken(ctx context.Context, tx pgx.Tx, clinicID, doctorID, slotID string, around time.Time, detail string) error {
+	alts, err := alternatives(ctx, tx, clinicID, doctorID, slotID, around)
+	if err != nil {
+		return err
+	}
+	return &berth.Error{Code: berth.CodeSlotTaken, Detail: detail, Extra: map[string]any{"alternatives": alts}}
+}
+
+// slotHint is what a slot row says about itself outside any lock; these
+// columns never change, so a hint is enough to choose which locks to take.
+type slotHint struct {
+	doctorID  string
+	startsAt  time.Time
+	localDate time.Time
+	prepay    bool
+}
+
+func readSlotHint(ctx context.Context, q querier, clinicID, slotID string) (slotHint, error) {
+	var h slotHint
+	err := q.QueryRow(ctx,
+		`SELECT s.doctor_id::TEXT, s.starts_at, s.local_date, d.prepay_required
+		 FROM slots s JOIN doctors d ON d.clinic_id = s.clinic_id AND d.doctor_id = s.doctor_id
+		 WHERE s.clinic_id = $1 AND s.slot_id = $2`, clinicID, slotID).Scan(&h.doctorID, &h.startsAt, &h.localDate, &h.prepay)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return h, berth.Errorf(berth.CodeNotFound, "slot %s not found", slotID)
+	}
+	if err != nil {
+		return h, fmt.Errorf("read slot: %w", err)
+	}
+	return h, nil
+}
+
+// lockedSlot is a slot row read under its lock.
+type lockedSlot struct {
+	id            string
+	status        appointment.SlotStatus
+	appointmentID string
+	lapsed        bool
+	started       bool
+}
+
+// lockSlots locks slots in ascending id order — the partition's lock order —
+// and returns them by id.
+func lockSlots(ctx context.Context, tx pgx.Tx, clinicID string, ids ...string) (map[string]lockedSlot, error) {
+	rows, err := tx.Query(ctx,
+		`SELECT s.slot_id::TEXT, s.status, COALESCE(s.appointment_id::TEXT, ''),
+		        s.status = 'held' AND s.hold_expires_at < now(), s.starts_at <= now()
+		 FROM slots s WHERE s.clinic_id = $1 AND s.slot_id = ANY($2::UUID[])
+		 ORDER BY s.slot_id FOR UPDATE`, clinicID, ids)
+	if err != nil {
+		return nil, fmt.Errorf("lock slots: %w", err)
+	}
+	out := map[string]lockedSlot{}
+	for rows.Next() {
+		var (
+			l      lockedSlot
+			status string
+		)
+		if err := rows.Scan(&l.id, &status, &l.appointmentID, &l.lapsed, &l.started); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("lock slots: %w", err)
+		}
+		l.status = appointment.SlotStatus(status)
+		out[l.id] = l
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("lock slots: %w", err)
+	}
+	for _, id := range ids {
+		if _, ok := out[id]; !ok {
+			return nil, berth.Errorf(berth.CodeNotFound, "slot %s not found", id)
+		}
+	}
+	return out, nil
+}
+
+// takeSlotSQL is the conditional write that decides who gets a slot: it
+// locks the row, and updates it only if it is takeable by database time
+// and has not started. One row back = this transaction won. It also returns
+// what the slot was before (a lapsed holder must be expired).
+const takeSlotSQL = `
+WITH old AS (
+    SELECT slot_id, status, appointment_id FROM slots
+    WHERE clinic_id = $1 AND slot_id = $2
+    FOR UPDATE
+)
+UPDATE slots AS s SET
+    status = $3, held_by = $4, appointment_id = $5,
+    hold_expires_at = CASE WHEN $3 = 'held' THEN COALESCE($7::TIMESTAMPTZ, now() + $6 * INTERVAL '1 microsecond') END,
+    version = s.version + 1, updated_at = now()
+FROM old
+WHERE s.clinic_id = $1 AND s.slot_id = old.slot_id AND s.starts_at > now() AND ` + takeableSQL + `
+RETURNING old.status, COALESCE(old.appointment_id::TEXT, ''), s.doctor_id::TEXT, s.starts_at, s.ends_at,
+          s.local_date, s.hold_expires_at, now()`
+
+// took is what takeSlot learned.
+type took struct {
+	prevStatus    appointment.SlotStatus
+	prevAppt      string
+	doctorID      string
+	startsAt      time.Time
+	endsAt        time.Time
+	localDate     time.Time
+	holdExpiresAt *time.Time
+	now           time.Time
+}
+
+// takeSlot runs takeSlotSQL; ok is false when the slot was not takeable.
+func takeSlot(ctx context.Context, tx pgx.Tx, clinicID, slotID string, to appointment.SlotStatus, guestID, apptID string,
+	ttl time.Duration, expiresAt *time.Time) (took, bool, error) {
+	var (
+		t    took
+		prev string
+	)
+	err := tx.QueryRow(ctx, takeSlotSQL, clinicID, slotID, string(to), guestID, apptID, ttl.Microseconds(), expiresAt).
+		Scan(&prev, &t.prevAppt, &t.doctorID, &t.startsAt, &t.endsAt, &t.localDate, &t.holdExpiresAt, &t.now)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return t, false, nil
+	}
+	if err != nil {
+		return t, false, fmt.Errorf("take slot: %w", err)
+	}
+	t.prevStatus = appointment.SlotStatus(prev)
+	t.startsAt, t.endsAt, t.now = t.startsAt.UTC(), t.endsAt.UTC(), t.now.UTC()
+	if t.holdExpiresAt != nil {
+		u := t.holdExpiresAt.UTC()
+		t.holdExpiresAt = &u
+	}
+	return t, true, nil
+}
+
+// queueReleaseSlot reopens a slot occupied by apptID.
+func queueReleaseSlot(b *pgx.Batch, clinicID, slotID, apptID string) {
+	b.Queue(`UPDATE slots SET status = 'open', held_by = NULL, hold_expires_at = NULL, appointment_id = NULL,
+			version = version + 1, updated_at = now()
+		WHERE clinic_id = $1 AND slot_id = $2 AND appointment_id = $3`, clinicID, slotID, apptID)
+}
+
+// audit collects the slot transitions of one transaction; flush queues them.
+type audit struct {
+	clinicID, region string
+	rows             []auditRow
+}
+
+type auditRow struct {
+	slotID, apptID string
+	actor          appointment.Actor
+	channel        appointment.Channel
+	from, to       appointment.SlotStatus
+}
+
+// systemActor is who gives up a lapsed hold when someone else takes its slot.
+var systemActor = appointment.Actor{Subject: "berth", Role: "system"}
+
+func (a *audit) add(slotID, apptID string, actor appointment.Actor, ch appointment.Channel, from, to appointment.SlotStatus) {
+	a.rows = append(a.rows, auditRow{slotID, apptID, actor, ch, from, to})
+}
+
+func (a *audit) flush(b *pgx.Batch) {
+	for i, r := range a.rows {
+		// A new id per attempt is fine: a rolled-back attempt's row never existed.
+		b.Queue(`INSERT INTO slot_audit (clinic_id, slot_id, audit_id, home_region, seq, actor_subject, actor_role,
+				channel, from_status, to_status, appointment_id)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, NULLIF($11, '')::UUID)`,
+			a.clinicID, r.slotID, uuid.NewString(), a.region, i, r.actor.Subject, r.actor.Role,
+			string(r.channel), string(r.from), string(r.to), r.apptID)
+	}
+}
+
+// SlotAudit returns every recorded transition of a slot, oldest first.
+func (c *ClinicStore) SlotAudit(ctx context.Context, clinicID, slotID string) ([]appointment.AuditEvent, error) {
+	if _, err := readSlotHint(ctx, c.s.db.Pool, clinicID, slotID); err != nil {
+		return nil, classify(err)
+	}
+	rows, err := c.s.db.Pool.Query(ctx,
+		`SELECT at, actor_subject, actor_role, channel, from_status, to_status, COALESCE(appointment_id::TEXT, '')
+		 FROM slot_audit WHERE clinic_id = $1 AND slot_id = $2 ORDER BY at, seq, audit_id`, clinicID, slotID)
+	if err != nil {
+		return nil, classify(fmt.Errorf("slot audit: %w", err))
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (appointment.AuditEvent, error) {
+		var (
+			e  appointment.AuditEvent
+			ch string
+		)
+		err := row.Scan(&e.At, &e.Actor, &e.ActorRole, &ch, &e.FromStatus, &e.ToStatus, &e.AppointmentID)
+		e.Channel, e.At = appointment.Channel(ch), e.At.UTC()
+		return e, err
+	})
+	if err != nil {
+		return nil, classify(fmt.Errorf("slot audit: %w", err))
+	}
+	if out == nil {
+		out = []appointment.AuditEvent{}
+	}
+	return out, nil
+}
+
+// BlockSlot takes a slot out of sale (staff). A lapsed hold on it is given
+// up; a live hold or booking is refused (409 invalid_state). Blocking a
+// blocked slot changes nothing.
+func (c *ClinicStore) BlockSlot(ctx context.Context, clinicID, slotID string, actor appointment.Actor, ch appointment.Channel, idem *berth.Idem) (berth.Response, error) {
+	return c.s.write(ctx, berth.KindClinic, clinicID, idem, func(tx pgx.Tx, b *pgx.Batch) (any, error) {
+		locked, err := lockSlots(ctx, tx, clinicID, slotID)
+		if err != nil {
+			return nil, err
+		}
+		l := locked[slotID]
+		var sl appointment.Slot
+		err = tx.QueryRow(ctx, `SELECT s.slot_id::TEXT, s.starts_at, s.ends_at, `+shownStatusSQL+`
+			FROM slots s WHERE s.clinic_id = $1 AND s.slot_id = $2`, clinicID, slotID).
+			Scan(&sl.ID, &sl.StartsAt, &sl.EndsAt, &sl.Status)
+		if err != nil {
+			return nil, fmt.Errorf("read slot: %w", err)
+		}
+		sl.StartsAt, sl.EndsAt = sl.StartsAt.UTC(), sl.EndsAt.UTC()
+		if l.status == appointment.SlotBlocked {
+			return sl, nil
+		}
+		if !appointment.CanBlock(l.status, l.lapsed) {
+			return sl, berth.Errorf(berth.CodeInvalidState, "a %s slot cannot be blocked; cancel its appointment first", l.status)
+		}
+		a := &audit{clinicID: clinicID, region: c.s.region}
+		var evs []event
+		if l.status == appointment.SlotHeld && l.appointmentID != "" {
+			ev, err := expireAppointment(ctx, tx, clinicID, l.appointmentID)
+			if err != nil {
+				return nil, err
+			}
+			evs = append(evs, ev...)
+			a.add(slotID, l.appointmentID, systemActor, appointment.ChannelSystem, appointment.SlotHeld, appointment.SlotOpen)
+		}
+		b.Queue(`UPDATE slots SET status = 'blocked', held_by = NULL, hold_expires_at = NULL, appointment_id = NULL,
+				version = version + 1, updated_at = now() WHERE clinic_id = $1 AND slot_id = $2`, clinicID, slotID)
+		a.add(slotID, "", actor, ch, appointment.SlotOpen, appointment.SlotBlocked)
+		a.flush(b)
+		sl.Status = appointment.SlotBlocked
+		evs = append(evs, event{kind: berth.KindClinic, partitionID: clinicID, typ: appointment.EventSlotBlocked,
+			aggregateID: slotID, version: 1, data: sl})
+		return sl, queueEvents(b, c.s.region, evs...)
+	})
+}

@@ -1,0 +1,1 @@
+ALTER TABLE clinics SET LOCALITY REGIONAL BY ROW AS crdb_region;

@@ -1,0 +1,1 @@
+ALTER TABLE appointments SET LOCALITY REGIONAL BY ROW AS crdb_region;

@@ -1,0 +1,1 @@
+ALTER TABLE slot_audit SET LOCALITY REGIONAL BY ROW AS crdb_region;
