@@ -1,0 +1,328 @@
+// Package rediscache is the regional read cache of the booking service: it
+// keeps public reads (availability calendars, slot lists, search pages) in the
+// region's Redis for a short TTL, collapses concurrent misses of one key into
+// one database read, drops a partition's entries when an event says it
+// changed, and steps out of the way — never failing a read — when Redis is
+// slow or down.
+//
+// # Keys and invalidation
+//
+// Every partition (a hotel, a clinic, a searched city) has a generation
+// number in Redis; an entry's key embeds the generation that was current
+// when its fill started:
+//
+//	berth:<region>:{<kind>:<partition_id>}:gen            the generation
+//	berth:<region>:{<kind>:<partition_id>}:<gen>:<name>   one cached read
+//
+// Invalidate bumps the generation (O(1), one round trip): old entries are
+// simply never read again and expire on their TTL. We chose this over a
+// per-partition set of keys to DEL because it also closes the classic
+// fill/invalidate race: a fill that read the database before a write
+// committed but stores after the invalidation lands under the old
+// generation, where no reader looks. A key set would let that stale fill
+// live for a whole TTL. The hash tag {kind:partition} keeps a partition's
+// keys in one slot, so the read script is valid on Redis Cluster too.
+//
+// Bounded staleness does not depend on invalidation: every entry has a TTL
+// (BERTH_CACHE_TTL, 30 s by default), so a lost event or a Redis blip during
+// invalidation costs at most one TTL. A stale read never feeds a write:
+// writes decide in the database.
+package rediscache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+	"golang.org/x/sync/singleflight"
+)
+
+// Options configure a Cache. Zero values take the defaults.
+type Options struct {
+	// Region prefixes every key so regions sharing a Redis never mix.
+	Region string
+	// TTL of an entry (default 30 s): the staleness bound when an
+	// invalidation is lost.
+	TTL time.Duration
+	// Timeout bounds every Redis call (default 50 ms).
+	Timeout time.Duration
+	// LoadTimeout bounds a database load shared by collapsed callers
+	// (default 10 s); it does not end when the first caller goes away.
+	LoadTimeout time.Duration
+	// FailureThreshold consecutive Redis failures open the breaker (default 5).
+	FailureThreshold int
+	// Cooldown is how long the breaker stays open before a probe (default 1 s).
+	Cooldown time.Duration
+	// PoolSize of the Redis client (default 10 per CPU, go-redis's default).
+	PoolSize int
+	Logger   *slog.Logger
+	// Now is the breaker's clock (tests may replace it).
+	Now func() time.Time
+}
+
+// Cache is a regional read-through cache over Redis. It is safe for
+// concurrent use.
+type Cache struct {
+	rdb    *redis.Client
+	opts   Options
+	log    *slog.Logger
+	flight singleflight.Group
+	br     *breaker
+
+	hits, misses, loads, errs, bypassed, invalidations, invalidateErrs atomic.Int64
+}
+
+// Stats are the cache's counters since start, for metrics.
+type Stats struct {
+	Hits          int64 // reads answered from Redis
+	Misses        int64 // reads answered by a load (Redis had no entry, failed or was bypassed)
+	Loads         int64 // database loads actually run (collapsed misses count once)
+	Errors        int64 // Redis calls that failed or timed out
+	Bypassed      int64 // reads that skipped Redis because the breaker was open
+	Invalidations int64 // generation bumps that succeeded
+	InvalidateErr int64 // invalidations that could not reach Redis
+	Breaker       State
+}
+
+// New returns a cache on the Redis at url (redis://host:port/db). It does
+// not connect until first use; Ping checks reachability.
+func New(url string, opts Options) (*Cache, error) {
+	ro, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("parse redis url: %w", err)
+	}
+	if opts.TTL <= 0 {
+		opts.TTL = 30 * time.Second
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 50 * time.Millisecond
+	}
+	if opts.LoadTimeout <= 0 {
+		opts.LoadTimeout = 10 * time.Second
+	}
+	if opts.FailureThreshold <= 0 {
+		opts.FailureThreshold = 5
+	}
+	if opts.Cooldown <= 0 {
+		opts.Cooldown = time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Region == "" {
+		return nil, errors.New("rediscache: region required")
+	}
+	// Every call is bounded by opts.Timeout and never retried: a slow Redis
+	// must cost one short timeout, then the breaker takes over.
+	ro.DialTimeout, ro.ReadTimeout, ro.WriteTimeout, ro.PoolTimeout = opts.Timeout, opts.Timeout, opts.Timeout, opts.Timeout
+	ro.ContextTimeoutEnabled = true
+	ro.MaxRetries = -1
+	ro.DisableIdentity = true
+	ro.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	if opts.PoolSize > 0 {
+		ro.PoolSize = opts.PoolSize
+	}
+	c := &Cache{rdb: redis.NewClient(ro), opts: opts, log: opts.Logger}
+	c.br = &breaker{threshold: opts.FailureThreshold, cooldown: opts.Cooldown, now: opts.Now,
+		onChange: func(from, to State) {
+			c.log.Warn("redis cache breaker", "from", from.String(), "to", to.String())
+		}}
+	return c, nil
+}
+
+// Close closes the Redis client.
+func (c *Cache) Close() error { return c.rdb.Close() }
+
+// TTL returns the default entry TTL.
+func (c *Cache) TTL() time.Duration { return c.opts.TTL }
+
+// Ping checks that Redis answers within the timeout.
+func (c *Cache) Ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
+	defer cancel()
+	return c.rdb.Ping(ctx).Err()
+}
+
+// Stats returns the counters.
+func (c *Cache) Stats() Stats {
+	return Stats{Hits: c.hits.Load(), Misses: c.misses.Load(), Loads: c.loads.Load(), Errors: c.errs.Load(),
+		Bypassed: c.bypassed.Load(), Invalidations: c.invalidations.Load(), InvalidateErr: c.invalidateErrs.Load(),
+		Breaker: c.br.current()}
+}
+
+// BreakerState returns the breaker's state.
+func (c *Cache) BreakerState() State { return c.br.current() }
+
+// prefix is the partition's key prefix, hash tag included.
+func (c *Cache) prefix(kind, partitionID string) string {
+	return "berth:" + c.opts.Region + ":{" + kind + ":" + partitionID + "}:"
+}
+
+// readScript returns the current generation and the entry under it in one
+// round trip. A missing generation reads as "0".
+var readScript = redis.NewScript(`
+local g = redis.call('GET', KEYS[1]) or '0'
+return {g, redis.call('GET', ARGV[1] .. g .. ':' .. ARGV[2])}
+`)
+
+// bumpScript moves the generation forward to the server's clock in
+// microseconds (or +1 if that is not ahead), so even a generation key lost to
+// eviction never comes back to a value whose entries may still live.
+var bumpScript = redis.NewScript(`
+local t = redis.call('TIME')
+local g = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
+if g <= cur then g = cur + 1 end
+redis.call('SET', KEYS[1], string.format('%.0f', g), 'EX', ARGV[1])
+return 1
+`)
+
+// call runs one Redis operation through the breaker with the timeout. It
+// reports errBypass when the breaker is open.
+func (c *Cache) call(ctx context.Context, op func(ctx context.Context) error) error {
+	if !c.br.allow() {
+		return errBypass
+	}
+	cctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
+	defer cancel()
+	err := op(cctx)
+	switch {
+	case err == nil || errors.Is(err, redis.Nil):
+		c.br.success()
+		return err
+	case ctx.Err() != nil:
+		// The caller gave up: that says nothing about Redis.
+		c.br.release()
+		return err
+	default:
+		c.errs.Add(1)
+		c.br.failure()
+		return err
+	}
+}
+
+var errBypass = errors.New("rediscache: breaker open")
+
+// Fetch returns the cached bytes of (kind, partitionID, name), or runs load,
+// caches its result for ttl (0: the default TTL) and returns it. hit says
+// whether Redis answered. Concurrent misses of one key in this process share
+// one load. Redis failures are never returned: the read falls back to load.
+// load's errors are returned as they are and never cached.
+func (c *Cache) Fetch(ctx context.Context, kind, partitionID, name string, ttl time.Duration,
+	load func(context.Context) ([]byte, error)) (body []byte, hit bool, err error) {
+	if ttl <= 0 {
+		ttl = c.opts.TTL
+	}
+	prefix := c.prefix(kind, partitionID)
+	var (
+		gen string
+		val []byte
+	)
+	err = c.call(ctx, func(ctx context.Context) error {
+		res, err := readScript.Run(ctx, c.rdb, []string{prefix + "gen"}, prefix, name).Slice()
+		if err != nil {
+			return err
+		}
+		if len(res) != 2 {
+			return fmt.Errorf("rediscache: read script returned %d values", len(res))
+		}
+		gen, _ = res[0].(string)
+		if s, ok := res[1].(string); ok {
+			val = []byte(s)
+		}
+		return nil
+	})
+	if err == nil && val != nil {
+		c.hits.Add(1)
+		return val, true, nil
+	}
+	c.misses.Add(1)
+	if err != nil {
+		if errors.Is(err, errBypass) {
+			c.bypassed.Add(1)
+		}
+		if ctx.Err() != nil {
+			return nil, false, ctx.Err()
+		}
+		// Redis is failing: load without storing, still one load per key.
+		return c.load(ctx, "nocache:"+prefix+name, load, nil)
+	}
+	// The entry goes under the generation read *before* the load: if the
+	// partition is invalidated meanwhile, this fill is dead on arrival.
+	key := prefix + gen + ":" + name
+	return c.load(ctx, key, load, func(ctx context.Context, b []byte) {
+		_ = c.call(ctx, func(ctx context.Context) error { return c.rdb.Set(ctx, key, b, ttl).Err() })
+	})
+}
+
+// load runs fn once per flight key, stores the result with store (when not
+// nil) and returns it to every waiting caller. A caller that goes away stops
+// waiting; the shared load goes on for the others.
+func (c *Cache) load(ctx context.Context, flightKey string, fn func(context.Context) ([]byte, error),
+	store func(context.Context, []byte)) ([]byte, bool, error) {
+	ch := c.flight.DoChan(flightKey, func() (any, error) {
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.LoadTimeout)
+		defer cancel()
+		c.loads.Add(1)
+		b, err := fn(lctx)
+		if err != nil {
+			return nil, err
+		}
+		if store != nil {
+			store(lctx, b)
+		}
+		return b, nil
+	})
+	select {
+	case <-ctx.Done():
+		return nil, false, ctx.Err()
+	case r := <-ch:
+		if r.Err != nil {
+			return nil, false, r.Err
+		}
+		return r.Val.([]byte), false, nil
+	}
+}
+
+// Invalidate drops every cached read of a partition by bumping its
+// generation. An error means Redis could not be reached: the entries then
+// expire on their TTL.
+func (c *Cache) Invalidate(ctx context.Context, kind, partitionID string) error {
+	genTTL := max(24*time.Hour, 10*c.opts.TTL)
+	err := c.call(ctx, func(ctx context.Context) error {
+		return bumpScript.Run(ctx, c.rdb, []string{c.prefix(kind, partitionID) + "gen"},
+			strconv.FormatInt(int64(genTTL/time.Second), 10)).Err()
+	})
+	if err != nil {
+		c.invalidateErrs.Add(1)
+		return fmt.Errorf("invalidate %s %s: %w", kind, partitionID, err)
+	}
+	c.invalidations.Add(1)
+	return nil
+}
+
+// Events adapts the cache to the event consumer's invalidator (natsbus):
+// every event of a partition invalidates it, whatever its type.
+func (c *Cache) Events() EventInvalidator { return EventInvalidator{c: c} }
+
+// EventInvalidator invalidates the partition named by each event.
+type EventInvalidator struct{ c *Cache }
+
+// Invalidate drops the cached reads of the event's partition. An unreachable
+// Redis is reported so the consumer redelivers; the TTL bounds the rest.
+func (e EventInvalidator) Invalidate(ctx context.Context, kind, partitionID, _ string, _ []byte) error {
+	if kind == "" || partitionID == "" || strings.ContainsAny(kind+partitionID, "{}") {
+		return nil
+	}
+	return e.c.Invalidate(ctx, kind, partitionID)
+}

@@ -1,0 +1,274 @@
+package rediscache_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/berthhq/berth/internal/rediscache"
+	"github.com/berthhq/berth/internal/rediscache/redistest"
+)
+
+func newCache(t *testing.T, url string, opts rediscache.Options) *rediscache.Cache {
+	t.Helper()
+	if opts.Region == "" {
+		opts.Region = "test"
+	}
+	opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	c, err := rediscache.New(url, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// loader returns a load func that counts its calls and answers value().
+func loader(calls *atomic.Int64, value func() string) func(context.Context) ([]byte, error) {
+	return func(context.Context) ([]byte, error) {
+		calls.Add(1)
+		return []byte(value()), nil
+	}
+}
+
+func TestFetchMissThenHit(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Start(t)
+	c := newCache(t, rs.URL(), rediscache.Options{})
+	ctx := context.Background()
+	var calls atomic.Int64
+	load := loader(&calls, func() string { return "v1" })
+	b, hit, err := c.Fetch(ctx, "hotel", "h1", "avail:a", 0, load)
+	if err != nil || hit || string(b) != "v1" {
+		t.Fatalf("first fetch: %q hit=%v err=%v", b, hit, err)
+	}
+	b, hit, err = c.Fetch(ctx, "hotel", "h1", "avail:a", 0, load)
+	if err != nil || !hit || string(b) != "v1" {
+		t.Fatalf("second fetch: %q hit=%v err=%v", b, hit, err)
+	}
+	if calls.Load() != 1 {
+		t.Fatalf("loads = %d, want 1", calls.Load())
+	}
+	// Load errors reach the caller and are not cached.
+	boom := errors.New("boom")
+	if _, _, err := c.Fetch(ctx, "hotel", "h1", "avail:b", 0, func(context.Context) ([]byte, error) { return nil, boom }); !errors.Is(err, boom) {
+		t.Fatalf("load error: got %v", err)
+	}
+	if _, hit, _ := c.Fetch(ctx, "hotel", "h1", "avail:b", 0, load); hit {
+		t.Fatal("a failed load was cached")
+	}
+	if s := c.Stats(); s.Hits != 1 || s.Breaker != rediscache.Closed {
+		t.Fatalf("stats: %+v", s)
+	}
+}
+
+func TestConcurrentMissesShareOneLoad(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Start(t)
+	c := newCache(t, rs.URL(), rediscache.Options{})
+	const callers = 64
+	var (
+		calls   atomic.Int64
+		started sync.WaitGroup
+		release = make(chan struct{})
+	)
+	started.Add(callers)
+	load := func(context.Context) ([]byte, error) {
+		calls.Add(1)
+		<-release // hold the load open until every caller has asked
+		return []byte("v"), nil
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, callers)
+	for range callers {
+		wg.Go(func() {
+			started.Done()
+			b, _, err := c.Fetch(context.Background(), "hotel", "hot", "avail:x", 0, load)
+			if err == nil && string(b) != "v" {
+				err = fmt.Errorf("got %q", b)
+			}
+			errs <- err
+		})
+	}
+	started.Wait()
+	// Every goroutine has started; give them a moment to reach the flight,
+	// then let the one load finish.
+	time.Sleep(50 * time.Millisecond)
+	close(release)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Callers that arrived after the load finished hit the cache; no caller
+	// may start a second load of the same key meanwhile.
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("loads = %d, want 1 for %d concurrent callers", n, callers)
+	}
+}
+
+func TestInvalidateDropsOnlyThatPartition(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Start(t)
+	c := newCache(t, rs.URL(), rediscache.Options{})
+	ctx := context.Background()
+	var version atomic.Int64
+	var calls atomic.Int64
+	load := loader(&calls, func() string { return fmt.Sprint("v", version.Load()) })
+	for _, p := range []string{"a", "b"} {
+		for _, n := range []string{"x", "y"} {
+			if _, _, err := c.Fetch(ctx, "hotel", p, n, 0, load); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	version.Store(1)
+	if err := c.Invalidate(ctx, "hotel", "a"); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"x", "y"} {
+		b, hit, _ := c.Fetch(ctx, "hotel", "a", n, 0, load)
+		if hit || string(b) != "v1" {
+			t.Fatalf("a/%s after invalidate: %q hit=%v", n, b, hit)
+		}
+		b, hit, _ = c.Fetch(ctx, "hotel", "b", n, 0, load)
+		if !hit || string(b) != "v0" {
+			t.Fatalf("b/%s untouched partition: %q hit=%v", n, b, hit)
+		}
+	}
+	// Same id, other kind: its own partition.
+	if _, hit, _ := c.Fetch(ctx, "clinic", "b", "x", 0, load); hit {
+		t.Fatal("kinds share a partition")
+	}
+}
+
+// A fill that read the database before a write committed and stores after
+// the write's invalidation must never be served: it lands under the old
+// generation.
+func TestFillRacingInvalidationIsNeverServed(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Start(t)
+	c := newCache(t, rs.URL(), rediscache.Options{})
+	ctx := context.Background()
+	var current atomic.Value
+	current.Store("old")
+	slow := func(ctx context.Context) ([]byte, error) {
+		v := current.Load().(string) // the read, before the write commits
+		current.Store("new")         // the write commits ...
+		if err := c.Invalidate(ctx, "hotel", "h"); err != nil {
+			return nil, err // ... and is invalidated, before this fill stores
+		}
+		return []byte(v), nil
+	}
+	if b, _, err := c.Fetch(ctx, "hotel", "h", "k", 0, slow); err != nil || string(b) != "old" {
+		t.Fatalf("racing fill: %q %v", b, err)
+	}
+	var calls atomic.Int64
+	b, hit, err := c.Fetch(ctx, "hotel", "h", "k", 0, loader(&calls, func() string { return current.Load().(string) }))
+	if err != nil || hit || string(b) != "new" {
+		t.Fatalf("after the race: %q hit=%v err=%v (the stale fill was served)", b, hit, err)
+	}
+}
+
+func TestEntriesExpireOnTTL(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Start(t)
+	c := newCache(t, rs.URL(), rediscache.Options{TTL: 200 * time.Millisecond})
+	ctx := context.Background()
+	var calls atomic.Int64
+	load := loader(&calls, func() string { return "v" })
+	if _, _, err := c.Fetch(ctx, "hotel", "h", "k", 0, load); err != nil {
+		t.Fatal(err)
+	}
+	// Bounded wait for Redis to expire the entry (no timing assertion).
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, hit, err := c.Fetch(ctx, "hotel", "h", "k", 0, load)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !hit {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("entry never expired")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// With Redis down every read still answers (from the loader), the breaker
+// opens so later reads skip Redis, and once Redis is back hits resume.
+func TestRedisDownFallsBackAndRecovers(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Start(t)
+	c := newCache(t, rs.URL(), rediscache.Options{Timeout: 50 * time.Millisecond, FailureThreshold: 3, Cooldown: 100 * time.Millisecond})
+	ctx := context.Background()
+	var calls atomic.Int64
+	load := loader(&calls, func() string { return "db" })
+	if _, _, err := c.Fetch(ctx, "hotel", "h", "k", 0, load); err != nil {
+		t.Fatal(err)
+	}
+	rs.Stop()
+	const reads = 50
+	for i := range reads {
+		b, hit, err := c.Fetch(ctx, "hotel", "h", "k", 0, load)
+		if err != nil || hit || string(b) != "db" {
+			t.Fatalf("read %d with Redis down: %q hit=%v err=%v", i, b, hit, err)
+		}
+	}
+	s := c.Stats()
+	if s.Breaker == rediscache.Closed {
+		t.Fatalf("breaker still closed after %d failed reads: %+v", reads, s)
+	}
+	if s.Bypassed == 0 {
+		t.Fatalf("no read skipped Redis: %+v", s)
+	}
+	t.Logf("Redis down: %d reads, %d Redis errors paid, %d bypassed, breaker %s", reads, s.Errors, s.Bypassed, s.Breaker)
+	if err := c.Invalidate(ctx, "hotel", "h"); err == nil {
+		t.Fatal("invalidate with Redis down reported success")
+	}
+
+	rs.Restart()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, hit, err := c.Fetch(ctx, "hotel", "h", "k", 0, load)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if hit {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no hit within 10s of Redis coming back: %+v", c.Stats())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if s := c.Stats(); s.Breaker != rediscache.Closed {
+		t.Fatalf("breaker %s after recovery", s.Breaker)
+	}
+}
+
+func TestEventInvalidator(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Start(t)
+	c := newCache(t, rs.URL(), rediscache.Options{})
+	ctx := context.Background()
+	var calls atomic.Int64
+	load := loader(&calls, func() string { return "v" })
+	_, _, _ = c.Fetch(ctx, "clinic", "c1", "slots:d:2030-01-01", 0, load)
+	if err := c.Events().Invalidate(ctx, "clinic", "c1", "appointment.held", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, hit, _ := c.Fetch(ctx, "clinic", "c1", "slots:d:2030-01-01", 0, load); hit {
+		t.Fatal("event did not invalidate")
+	}
+}
