@@ -123,7 +123,7 @@ func TestMovesUnderLoad(t *testing.T) {
 	// The mover: every 2 s, move the hotel to the next region, each time
 	// through a different router (a move is served by the local booking service).
 	moves, moveFailures := 0, []string{}
-	for i := 1; time.Now().Add(2*time.Second).Before(deadline); i++ {
+	for i := 1; time.Now().Add(2 * time.Second).Before(deadline); i++ {
 		time.Sleep(2 * time.Second)
 		to := berth.Regions[i%3]
 		r, err := p.routers[berth.Regions[(i+1)%3]].Try(ctx, bookingtest.Request{Method: "POST",
