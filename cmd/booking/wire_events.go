@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/berthhq/berth/internal/config"
+	"github.com/berthhq/berth/internal/httpapi"
 	"github.com/berthhq/berth/internal/natsbus"
 )
 
@@ -64,4 +66,17 @@ func wireEvents(ctx context.Context, w *wiring) error {
 }
 
 // wirePayments serves the payment webhook when BERTH_WEBHOOK_SECRET is set.
-func wirePayments(w *wiring) error { return nil }
+// The webhook reaches the partition's home region (the router forwards it);
+// elsewhere the store's fence answers 421.
+func wirePayments(w *wiring) error {
+	secret := config.Env("BERTH_WEBHOOK_SECRET", "")
+	if secret == "" {
+		w.log.Warn("BERTH_WEBHOOK_SECRET is not set: POST /v1/payments/webhook is not served")
+		return nil
+	}
+	if len(secret) < 16 {
+		return usageError{errors.New("BERTH_WEBHOOK_SECRET: at least 16 bytes")}
+	}
+	w.api.Payments = httpapi.NewPaymentWebhook(secret, w.store)
+	return nil
+}

@@ -1,7 +1,150 @@
 package httpapi
 
-// PaymentStore is what the payment webhook (API.md, Payments) need from the store.
-type PaymentStore interface{}
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net/http"
+
+	"github.com/berthhq/berth/internal/berth"
+	"github.com/berthhq/berth/internal/payments"
+	"github.com/berthhq/berth/internal/reservation"
+)
+
+// PaymentStore is what the payment webhook (API.md, Payments) needs: the
+// secret the provider signs with and the effects of a payment outcome.
+type PaymentStore interface {
+	WebhookSecret() []byte
+	PaymentEffects
+}
+
+// PaymentEffects applies payment outcomes (postgres.Store implements it).
+// idem carries the webhook event id; it is stored in the same transaction
+// as the effect, so a redelivered event changes nothing.
+type PaymentEffects interface {
+	PaymentSucceeded(ctx context.Context, kind berth.Kind, partitionID, reservationID, paymentRef string, idem *berth.Idem) (berth.Response, error)
+	PaymentFailed(ctx context.Context, kind berth.Kind, partitionID, reservationID string, idem *berth.Idem) (berth.Response, error)
+}
+
+// NewPaymentWebhook pairs the effects with the webhook secret.
+func NewPaymentWebhook(secret string, effects PaymentEffects) PaymentStore {
+	return paymentWebhook{secret: []byte(secret), PaymentEffects: effects}
+}
+
+type paymentWebhook struct {
+	secret []byte
+	PaymentEffects
+}
+
+func (p paymentWebhook) WebhookSecret() []byte { return p.secret }
 
 // paymentRoutes registers the payment webhook (API.md, Payments).
-func (s *Server) paymentRoutes() {}
+func (s *Server) paymentRoutes() {
+	s.mux.HandleFunc("POST /v1/payments/webhook", s.handle(s.paymentWebhook))
+}
+
+type paymentEvent struct {
+	ID   string `json:"id"`
+	Type string `json:"type"`
+	Data struct {
+		Kind          string `json:"kind"`
+		PartitionID   string `json:"partition_id"`
+		ReservationID string `json:"reservation_id"`
+		PaymentRef    string `json:"payment_ref"`
+		AmountCents   int64  `json:"amount_cents"`
+	} `json:"data"`
+}
+
+const maxWebhookBody = 64 << 10
+
+func (s *Server) paymentWebhook(w http.ResponseWriter, r *http.Request) error {
+	// The signature covers the raw bytes: read them before any decoding.
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxWebhookBody))
+	if err != nil {
+		return berth.Errorf(berth.CodeInvalidRequest, "the body is unreadable or too large")
+	}
+	if err := payments.Verify(s.cfg.Payments.WebhookSecret(), r.Header.Get("Berth-Signature"), raw, s.cfg.Now()); err != nil {
+		return berth.Errorf(berth.CodeUnauthorized, "the Berth-Signature header is missing, invalid or stale")
+	}
+	var ev paymentEvent
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&ev); err != nil {
+		return berth.Invalid(berth.FieldError{Field: "body", Message: "want {id, type, data: {kind, partition_id, reservation_id, payment_ref, amount_cents}}"})
+	}
+	var f Fields
+	if ev.ID == "" || len(ev.ID) > 255 {
+		f.Add("id", "want 1 to 255 characters")
+	}
+	if ev.Type != "payment.succeeded" && ev.Type != "payment.failed" {
+		f.Add("type", "want payment.succeeded or payment.failed")
+	}
+	kind := berth.Kind(ev.Data.Kind)
+	if !kind.Valid() {
+		f.Add("data.kind", "want hotel or clinic")
+	}
+	if !ValidID(ev.Data.PartitionID) {
+		f.Add("data.partition_id", "want a UUID")
+	}
+	if !ValidID(ev.Data.ReservationID) {
+		f.Add("data.reservation_id", "want a UUID")
+	}
+	if ev.Type == "payment.succeeded" && (ev.Data.PaymentRef == "" || len(ev.Data.PaymentRef) > 200) {
+		f.Add("data.payment_ref", "want 1 to 200 characters")
+	}
+	if err := f.Err(); err != nil {
+		return err
+	}
+	idem := &berth.Idem{
+		Key:    webhookKey(ev.ID),
+		Hash:   RequestHash("POST /v1/payments/webhook", "payment-provider", ev),
+		Render: renderPayment(ev),
+	}
+	var resp berth.Response
+	if ev.Type == "payment.succeeded" {
+		resp, err = s.cfg.Payments.PaymentSucceeded(r.Context(), kind, ev.Data.PartitionID, ev.Data.ReservationID, ev.Data.PaymentRef, idem)
+	} else {
+		resp, err = s.cfg.Payments.PaymentFailed(r.Context(), kind, ev.Data.PartitionID, ev.Data.ReservationID, idem)
+	}
+	if err != nil {
+		return err
+	}
+	if resp.Replayed {
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
+	writeRaw(w, resp.Status, resp.Body)
+	return nil
+}
+
+// webhookKey is the Idempotency-Key of a webhook event: its id, hashed when
+// it would not fit.
+func webhookKey(id string) string {
+	k := "payment:" + id
+	if len(k) <= MaxIdempotencyKeyLen {
+		return k
+	}
+	sum := sha256.Sum256([]byte(id))
+	return "payment:" + hex.EncodeToString(sum[:])[:48]
+}
+
+// renderPayment answers the provider. Every handled outcome is a 200 — a
+// lapsed hold whose rooms were sold (a refund is requested) or a payment
+// for a cancelled reservation is settled as far as the provider is
+// concerned; the outcome says what happened.
+func renderPayment(ev paymentEvent) func(any, error) (int, []byte) {
+	return func(value any, err error) (int, []byte) {
+		out := map[string]any{"id": ev.ID, "type": ev.Type, "received": true}
+		if r, ok := value.(reservation.Reservation); ok {
+			out["reservation_id"], out["status"] = r.ID, r.Status
+		}
+		out["outcome"] = "applied"
+		if err != nil {
+			out["outcome"] = string(berth.ErrorCode(err))
+		}
+		body, _ := json.Marshal(out)
+		return http.StatusOK, body
+	}
+}
