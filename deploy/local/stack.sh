@@ -214,6 +214,13 @@ start_services() {
 	"$BIN/booking" migrate >>"$LOGS/migrate.log" 2>&1 || die "migrations failed; see .local/logs/migrate.log"
 	local i has_router=0
 	if has_command router serve; then has_router=1; fi
+	# A stack started before the router existed runs us-east's booking
+	# service on the public port: stop it so the router can take the port
+	# (it comes back on its internal port below).
+	if [[ $has_router -eq 1 ]] && pid_alive "$RUN/booking-us-east.pid" &&
+		ps -o args= -p "$(cat "$RUN/booking-us-east.pid")" | grep -q -- "--addr 127.0.0.1:${ROUTER_PORTS[0]}"; then
+		stop_pidfile booking-us-east "$RUN/booking-us-east.pid"
+	fi
 	for i in "${!REGIONS[@]}"; do
 		local r="${REGIONS[$i]}" bport="${BOOKING_PORTS[$i]}"
 		# Until a router fronts it, us-east's booking service takes the public port.
