@@ -1,0 +1,200 @@
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// Berth's named instruments. The Prometheus exporter derives the series
+// names: dots become underscores, counters get _total, a unit of "s" gets
+// _seconds; braces units such as {event} add nothing. Every series carries
+// region.
+const (
+	// berth_booking_outcomes_total{op,code,region}
+	metricOutcomes = "berth.booking.outcomes"
+	// berth_tx_retries_total{reason,region}
+	metricTxRetries = "berth.tx.retries"
+	// berth_db_pool_{acquired,idle,total,max}_conns{region}, berth_db_pool_empty_acquire_total{region}
+	metricPoolPrefix = "berth.db.pool."
+	// berth_outbox_backlog{region}, berth_outbox_oldest_age_seconds{region}
+	metricOutboxBacklog = "berth.outbox.backlog"
+	metricOutboxAge     = "berth.outbox.oldest_age"
+	// berth_consumer_lag{consumer,region}
+	metricConsumerLag = "berth.consumer.lag"
+	// berth_cache_requests_total{cache,result,region}; the hit ratio is
+	// sum(rate(…{result="hit"}[5m])) / sum(rate(…[5m])).
+	metricCacheRequests = "berth.cache.requests"
+	// berth_waiting_room_depth{room,region}
+	metricWaitingRoomDepth = "berth.waiting_room.depth"
+)
+
+const regionKey = attribute.Key("region")
+
+// instruments are the synchronous instruments other code records into.
+type instruments struct {
+	outcomes     metric.Int64Counter
+	retries      metric.Int64Counter
+	consumerLag  metric.Int64Gauge
+	cache        metric.Int64Counter
+	waitingDepth metric.Int64Gauge
+}
+
+func (in *instruments) init(m metric.Meter) error {
+	var errs []error
+	add := func(err error) { errs = append(errs, err) }
+	var err error
+	in.outcomes, err = m.Int64Counter(metricOutcomes, metric.WithUnit("{request}"),
+		metric.WithDescription("Booking write requests by operation and outcome code (ok, sold_out, slot_taken, …)."))
+	add(err)
+	in.retries, err = m.Int64Counter(metricTxRetries, metric.WithUnit("{retry}"),
+		metric.WithDescription("Write transactions retried after a serialization failure or deadlock, by SQLSTATE."))
+	add(err)
+	in.consumerLag, err = m.Int64Gauge(metricConsumerLag, metric.WithUnit("{message}"),
+		metric.WithDescription("Messages a stream consumer has yet to process."))
+	add(err)
+	in.cache, err = m.Int64Counter(metricCacheRequests, metric.WithUnit("{request}"),
+		metric.WithDescription("Cache lookups by result (hit, miss, error)."))
+	add(err)
+	in.waitingDepth, err = m.Int64Gauge(metricWaitingRoomDepth, metric.WithUnit("{visitor}"),
+		metric.WithDescription("Visitors waiting in a waiting room."))
+	add(err)
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("telemetry instruments: %w", err)
+	}
+	return nil
+}
+
+func (t *Telemetry) attrs(kv ...attribute.KeyValue) metric.MeasurementOption {
+	return metric.WithAttributes(append(kv, regionKey.String(t.region))...)
+}
+
+// BookingOutcome counts one booking write: op names the operation
+// (hotel.hold, clinic.confirm, …), code is "ok" or the problem code.
+func (t *Telemetry) BookingOutcome(ctx context.Context, op, code string) {
+	t.inst.outcomes.Add(ctx, 1, t.attrs(attribute.String("op", op), attribute.String("code", code)))
+}
+
+// TxRetry counts one retried transaction attempt; err is what caused it
+// (its SQLSTATE becomes the reason label).
+func (t *Telemetry) TxRetry(ctx context.Context, err error) {
+	t.inst.retries.Add(ctx, 1, t.attrs(attribute.String("reason", sqlState(err))))
+}
+
+// sqlState returns the SQLSTATE of a database error, or "other".
+func sqlState(err error) string {
+	var s interface{ SQLState() string }
+	if errors.As(err, &s) && s.SQLState() != "" {
+		return s.SQLState()
+	}
+	return "other"
+}
+
+// ConsumerLag records how many messages consumer has yet to process (for a
+// JetStream consumer, ConsumerInfo.NumPending).
+func (t *Telemetry) ConsumerLag(ctx context.Context, consumer string, pending int64) {
+	t.inst.consumerLag.Record(ctx, pending, t.attrs(attribute.String("consumer", consumer)))
+}
+
+// CacheResult counts one lookup in cache; result is "hit", "miss" or
+// "error" (an outage that fell back to the database).
+func (t *Telemetry) CacheResult(ctx context.Context, cache, result string) {
+	t.inst.cache.Add(ctx, 1, t.attrs(attribute.String("cache", cache), attribute.String("result", result)))
+}
+
+// WaitingRoomDepth records how many visitors wait in room (keep room
+// low-cardinality: one per opening, not per visitor).
+func (t *Telemetry) WaitingRoomDepth(ctx context.Context, room string, depth int64) {
+	t.inst.waitingDepth.Record(ctx, depth, t.attrs(attribute.String("room", room)))
+}
+
+// PoolStats is a snapshot of a connection pool (pgxpool.Stat).
+type PoolStats struct {
+	Acquired, Idle, Total, Max int32
+	// EmptyAcquire counts acquires that had to wait for a connection: the
+	// pool was saturated.
+	EmptyAcquire int64
+}
+
+// ObservePool reports the pool's saturation on every scrape.
+func (t *Telemetry) ObservePool(stat func() PoolStats) error {
+	m := t.meter
+	acquired, err1 := m.Int64ObservableGauge(metricPoolPrefix+"acquired_conns", metric.WithUnit("{connection}"),
+		metric.WithDescription("Connections in use."))
+	idle, err2 := m.Int64ObservableGauge(metricPoolPrefix+"idle_conns", metric.WithUnit("{connection}"),
+		metric.WithDescription("Idle connections."))
+	total, err3 := m.Int64ObservableGauge(metricPoolPrefix+"total_conns", metric.WithUnit("{connection}"),
+		metric.WithDescription("Open connections."))
+	maxConns, err4 := m.Int64ObservableGauge(metricPoolPrefix+"max_conns", metric.WithUnit("{connection}"),
+		metric.WithDescription("Pool size limit."))
+	empty, err5 := m.Int64ObservableCounter(metricPoolPrefix+"empty_acquire", metric.WithUnit("{acquire}"),
+		metric.WithDescription("Acquires that waited because the pool had no idle connection."))
+	if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
+		return fmt.Errorf("pool instruments: %w", err)
+	}
+	_, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		s := stat()
+		a := t.attrs()
+		o.ObserveInt64(acquired, int64(s.Acquired), a)
+		o.ObserveInt64(idle, int64(s.Idle), a)
+		o.ObserveInt64(total, int64(s.Total), a)
+		o.ObserveInt64(maxConns, int64(s.Max), a)
+		o.ObserveInt64(empty, s.EmptyAcquire, a)
+		return nil
+	}, acquired, idle, total, maxConns, empty)
+	return err
+}
+
+// OutboxStats is the unsent part of a region's outbox.
+type OutboxStats struct {
+	Backlog int64
+	// OldestAge is how long the oldest unsent event has waited (0 when none).
+	OldestAge time.Duration
+}
+
+// ObserveOutbox reports the outbox backlog and the age of its oldest unsent
+// event. query runs at most once per ttl (at least 5s), however often
+// Prometheus scrapes; a failed query leaves the previous values.
+func (t *Telemetry) ObserveOutbox(ttl time.Duration, query func(context.Context) (OutboxStats, error)) error {
+	ttl = max(ttl, 5*time.Second)
+	m := t.meter
+	backlog, err1 := m.Int64ObservableGauge(metricOutboxBacklog, metric.WithUnit("{event}"),
+		metric.WithDescription("Outbox events of this region not yet published."))
+	age, err2 := m.Float64ObservableGauge(metricOutboxAge, metric.WithUnit("s"),
+		metric.WithDescription("Age of the oldest unpublished outbox event of this region."))
+	if err := errors.Join(err1, err2); err != nil {
+		return fmt.Errorf("outbox instruments: %w", err)
+	}
+	var (
+		mu      sync.Mutex
+		last    OutboxStats
+		fetched time.Time
+		ok      bool
+	)
+	_, err := m.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if time.Since(fetched) >= ttl {
+			fetched = time.Now() // a failing query is retried after ttl, not on every scrape
+			qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			s, err := query(qctx)
+			cancel()
+			if err == nil {
+				last, ok = s, true
+			}
+		}
+		if !ok {
+			return nil // never measured: no series rather than a false zero
+		}
+		a := t.attrs()
+		o.ObserveInt64(backlog, last.Backlog, a)
+		o.ObserveFloat64(age, last.OldestAge.Seconds(), a)
+		return nil
+	}, backlog, age)
+	return err
+}

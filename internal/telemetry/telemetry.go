@@ -1,0 +1,192 @@
+// Package telemetry is how every Berth binary reports on itself: traces
+// (OpenTelemetry, exported over OTLP/HTTP only when the standard OTEL_*
+// variables ask for it), metrics (OpenTelemetry instruments read by the
+// Prometheus exporter and served on /metrics), and slog records carrying the
+// trace and span ids of the context they were logged with.
+//
+// It also owns the propagation of trace context across every hop a request
+// makes: HTTP servers and clients (W3C tracecontext + baggage), PostgreSQL
+// queries (a pgx tracer) and NATS messages (headers).
+//
+// Setup builds it once per process; the returned Telemetry hands out the
+// pieces the binary wires by hand. Nothing here is global except the
+// propagator and the default providers, which are set so that packages using
+// otel.Tracer/otel.Meter (the event relay, consumers) join the same pipeline.
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// scope is the instrumentation scope of Berth's own instruments and spans.
+const scope = "github.com/berthhq/berth"
+
+// Telemetry is one process's tracer and meter providers, its Prometheus
+// registry and Berth's named instruments.
+type Telemetry struct {
+	service, region string
+	tp              *sdktrace.TracerProvider
+	mp              *sdkmetric.MeterProvider
+	registry        *prometheus.Registry
+	meter           metric.Meter
+	tracer          trace.Tracer
+	exporting       bool
+	inst            instruments
+}
+
+// Option adjusts Setup.
+type Option func(*options)
+
+type options struct {
+	spanExporters []sdktrace.SpanExporter
+	setGlobals    bool
+}
+
+// WithSyncSpanExporter sends every ended span to e synchronously (tests pass
+// a tracetest.InMemoryExporter), in addition to any OTLP export.
+func WithSyncSpanExporter(e sdktrace.SpanExporter) Option {
+	return func(o *options) { o.spanExporters = append(o.spanExporters, e) }
+}
+
+// WithoutGlobals leaves the global tracer and meter providers alone (tests
+// that run several services in one process). The propagator is still set.
+func WithoutGlobals() Option { return func(o *options) { o.setGlobals = false } }
+
+// Setup builds the telemetry of one service in one region. Traces are
+// exported over OTLP/HTTP only when OTEL_EXPORTER_OTLP_ENDPOINT or
+// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set and OTEL_SDK_DISABLED is not
+// true; every other OTEL_* variable (headers, sampler, batch sizes, resource
+// attributes) is read by the SDK itself. Spans are created either way, so
+// logs carry trace ids and context still propagates to the next hop.
+//
+// shutdown flushes pending spans and stops the providers; call it last,
+// after the work that may still emit telemetry has stopped.
+func Setup(ctx context.Context, service, region string, opts ...Option) (*Telemetry, func(context.Context) error, error) {
+	o := options{setGlobals: true}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	res, err := resource.New(ctx,
+		resource.WithAttributes(semconv.ServiceName(service), semconv.CloudRegion(region)),
+		resource.WithTelemetrySDK(),
+		// OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES win over the defaults.
+		resource.WithFromEnv(),
+	)
+	if err != nil {
+		return nil, nil, fmt.Errorf("telemetry resource: %w", err)
+	}
+	t := &Telemetry{service: service, region: region, registry: prometheus.NewRegistry()}
+
+	tpOpts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res)}
+	if otlpEnabled() {
+		exp, err := otlptracehttp.New(ctx)
+		if err != nil {
+			return nil, nil, fmt.Errorf("OTEL_EXPORTER_OTLP_ENDPOINT: %w", err)
+		}
+		tpOpts = append(tpOpts, sdktrace.WithBatcher(exp))
+		t.exporting = true
+	}
+	for _, e := range o.spanExporters {
+		tpOpts = append(tpOpts, sdktrace.WithSyncer(e))
+	}
+	t.tp = sdktrace.NewTracerProvider(tpOpts...)
+
+	// The process and Go runtime collectors are what every SRE dashboard
+	// expects next to the service's own series.
+	t.registry.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	promExp, err := otelprom.New(otelprom.WithRegisterer(t.registry), otelprom.WithoutScopeInfo())
+	if err != nil {
+		_ = t.tp.Shutdown(ctx)
+		return nil, nil, fmt.Errorf("prometheus exporter: %w", err)
+	}
+	t.mp = sdkmetric.NewMeterProvider(
+		sdkmetric.WithResource(res),
+		sdkmetric.WithReader(promExp),
+		sdkmetric.WithView(httpViews()...),
+	)
+	t.meter = t.mp.Meter(scope)
+	t.tracer = t.tp.Tracer(scope)
+	if err := t.inst.init(t.meter); err != nil {
+		_ = t.tp.Shutdown(ctx)
+		_ = t.mp.Shutdown(ctx)
+		return nil, nil, err
+	}
+
+	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
+	if o.setGlobals {
+		otel.SetTracerProvider(t.tp)
+		otel.SetMeterProvider(t.mp)
+	}
+	shutdown := func(ctx context.Context) error {
+		// Spans first: a flush may still need the network; metrics are
+		// pulled, so stopping the meter provider loses nothing.
+		return errors.Join(t.tp.Shutdown(ctx), t.mp.Shutdown(ctx))
+	}
+	return t, shutdown, nil
+}
+
+// otlpEnabled reports whether the standard variables ask for OTLP export.
+func otlpEnabled() bool {
+	if strings.EqualFold(strings.TrimSpace(os.Getenv("OTEL_SDK_DISABLED")), "true") {
+		return false
+	}
+	return os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
+}
+
+// httpViews keep the HTTP instruments' series bounded: only the route
+// pattern, method, status code and region survive (otelhttp also records
+// server.address from the client-controlled Host header, and the peer port).
+func httpViews() []sdkmetric.View {
+	server := attribute.NewAllowKeysFilter(
+		semconv.HTTPRouteKey, semconv.HTTPRequestMethodKey, semconv.HTTPResponseStatusCodeKey, regionKey)
+	client := attribute.NewAllowKeysFilter(
+		semconv.HTTPRequestMethodKey, semconv.HTTPResponseStatusCodeKey, semconv.ServerAddressKey, regionKey)
+	return []sdkmetric.View{
+		sdkmetric.NewView(sdkmetric.Instrument{Name: "http.server.*"}, sdkmetric.Stream{AttributeFilter: server}),
+		sdkmetric.NewView(sdkmetric.Instrument{Name: "http.client.*"}, sdkmetric.Stream{AttributeFilter: client}),
+	}
+}
+
+// Exporting reports whether spans leave the process (OTLP is configured).
+func (t *Telemetry) Exporting() bool { return t.exporting }
+
+// TracerProvider is the process's tracer provider.
+func (t *Telemetry) TracerProvider() trace.TracerProvider { return t.tp }
+
+// MeterProvider is the process's meter provider (for instruments other
+// packages create themselves).
+func (t *Telemetry) MeterProvider() metric.MeterProvider { return t.mp }
+
+// Tracer is Berth's own tracer.
+func (t *Telemetry) Tracer() trace.Tracer { return t.tracer }
+
+// Region is the region every series is labelled with.
+func (t *Telemetry) Region() string { return t.region }
+
+// MetricsHandler serves the registry in the Prometheus text format.
+func (t *Telemetry) MetricsHandler() http.Handler {
+	return promhttp.HandlerFor(t.registry, promhttp.HandlerOpts{})
+}
