@@ -45,13 +45,16 @@ type readmodelRun struct {
 	done   chan error
 }
 
-func newStack(t *testing.T) *stack {
+func newStack(t *testing.T) *stack { t.Helper(); return newStackTTL(t, 0) }
+
+// newStackTTL is newStack with a hold TTL (0: the default).
+func newStackTTL(t *testing.T, holdTTL time.Duration) *stack {
 	t.Helper()
 	db, url := dbtest.New(t, postgres.Options{MaxConns: 64})
 	s := &stack{t: t, db: db, dbURL: url, nats: natstest.Start(t), regions: map[string]*bookingtest.Env{},
 		relays: map[string]*relayRun{}, quiet: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	for _, r := range berth.Regions {
-		s.regions[r] = bookingtest.StartOn(t, db, url, bookingtest.Options{Region: r})
+		s.regions[r] = bookingtest.StartOn(t, db, url, bookingtest.Options{Region: r, HoldTTL: holdTTL})
 	}
 	t.Cleanup(func() {
 		s.stopReadModel()

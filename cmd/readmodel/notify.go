@@ -2,20 +2,169 @@ package main
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"net/smtp"
+	"time"
 
+	"github.com/berthhq/berth/internal/config"
+	"github.com/berthhq/berth/internal/events"
+	"github.com/berthhq/berth/internal/natsbus"
+	"github.com/berthhq/berth/internal/notify"
+	"github.com/berthhq/berth/internal/payments"
 	"github.com/berthhq/berth/internal/postgres"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
 // notifyConfig configures notifications and refunds.
 type notifyConfig struct {
-	Sender string // dev | smtp | webhook | none
+	Sender           string // dev | smtp | webhook | none
+	Dir              string // dev sender's directory
+	SMTPAddr         string
+	SMTPFrom         string
+	SMTPUser         string
+	SMTPPassword     string
+	WebhookURL       string
+	WebhookSecret    string
+	ReminderInterval time.Duration
+	DispatchInterval time.Duration
+	// Wrap, when set, wraps each sender (tests count sends through it).
+	Wrap func(notify.Sender) notify.Sender
 }
 
-func loadNotifyConfig() (notifyConfig, error) { return notifyConfig{Sender: "dev"}, nil }
+func loadNotifyConfig() (notifyConfig, error) {
+	var (
+		c    notifyConfig
+		errs config.Errors
+		err  error
+	)
+	c.Sender = config.Env("BERTH_NOTIFY_SENDER", "dev")
+	c.Dir = config.Env("BERTH_NOTIFY_DIR", ".local/outbox-mail")
+	c.SMTPAddr = config.Env("BERTH_SMTP_ADDR", "")
+	c.SMTPFrom = config.Env("BERTH_SMTP_FROM", "bookings@berth.local")
+	c.SMTPUser = config.Env("BERTH_SMTP_USERNAME", "")
+	c.SMTPPassword = config.Env("BERTH_SMTP_PASSWORD", "")
+	c.WebhookURL = config.Env("BERTH_NOTIFY_WEBHOOK_URL", "")
+	c.WebhookSecret = config.Env("BERTH_NOTIFY_WEBHOOK_SECRET", "")
+	c.ReminderInterval, err = config.Duration("BERTH_REMINDER_INTERVAL", 5*time.Minute)
+	errs.Check(err)
+	c.DispatchInterval = time.Second
+	switch c.Sender {
+	case "dev", "none":
+	case "smtp":
+		if c.SMTPAddr == "" {
+			errs.Add("BERTH_SMTP_ADDR: required with BERTH_NOTIFY_SENDER=smtp")
+		}
+	case "webhook":
+	default:
+		errs.Add("BERTH_NOTIFY_SENDER: want dev, smtp, webhook or none")
+	}
+	if (c.Sender == "webhook" || c.WebhookURL != "") && (c.WebhookURL == "" || len(c.WebhookSecret) < 16) {
+		errs.Add("BERTH_NOTIFY_WEBHOOK_URL and BERTH_NOTIFY_WEBHOOK_SECRET (16+ bytes) are needed for the webhook sender")
+	}
+	return c, errs.Err()
+}
 
+// senders builds the sender of each channel: dev writes files for every
+// channel; smtp sends e-mail (and SMS through the webhook when one is
+// configured); webhook sends every channel to the provider's endpoint.
+func (c notifyConfig) senders() map[string]notify.Sender {
+	out := map[string]notify.Sender{}
+	var hook notify.Sender
+	if c.WebhookURL != "" {
+		hook = notify.WebhookSender{URL: c.WebhookURL, Secret: []byte(c.WebhookSecret)}
+	}
+	switch c.Sender {
+	case "dev":
+		out[notify.ChannelEmail] = notify.FileSender{Dir: c.Dir}
+		out[notify.ChannelSMS] = notify.FileSender{Dir: c.Dir}
+	case "smtp":
+		var auth smtp.Auth
+		if c.SMTPUser != "" {
+			host := c.SMTPAddr
+			for i := len(host) - 1; i >= 0; i-- {
+				if host[i] == ':' {
+					host = host[:i]
+					break
+				}
+			}
+			auth = smtp.PlainAuth("", c.SMTPUser, c.SMTPPassword, host)
+		}
+		out[notify.ChannelEmail] = notify.SMTPSender{Addr: c.SMTPAddr, From: c.SMTPFrom, Auth: auth}
+		if hook != nil {
+			out[notify.ChannelSMS] = hook
+		}
+	case "webhook":
+		out[notify.ChannelEmail], out[notify.ChannelSMS] = hook, hook
+	}
+	if c.Wrap != nil {
+		for ch, s := range out {
+			out[ch] = c.Wrap(s)
+		}
+	}
+	return out
+}
+
+// startNotifications starts, inside `readmodel serve`, the notification
+// consumer, its dispatcher and reminder scan (unless the sender is none),
+// and the refunds consumer with the development payment provider.
 func startNotifications(ctx context.Context, cfg serveConfig, db *postgres.DB, js jetstream.JetStream, log *slog.Logger,
 	start func(string, func(context.Context) error)) error {
+	refunder := &payments.Refunder{Provider: postgres.NewDevPaymentProvider(db), Log: log}
+	start("refunds", func(ctx context.Context) error {
+		return natsbus.Consume(ctx, js, natsbus.ConsumerConfig{Durable: payments.RefundsConsumer, MaxDeliver: cfg.MaxDeliver,
+			Filters: []string{"berth.*.*.refund_requested"}, Workers: 2, Log: log}, envelopeHandler(refunder.Apply))
+	})
+	if cfg.Notify.Sender == "none" {
+		return nil
+	}
+	senders := cfg.Notify.senders()
+	if len(senders) == 0 {
+		return errors.New("notifications: no sender configured")
+	}
+	n := notify.New(db, senders, log)
+	start("notify", func(ctx context.Context) error {
+		return natsbus.Consume(ctx, js, natsbus.ConsumerConfig{Durable: notify.ConsumerName, MaxDeliver: cfg.MaxDeliver,
+			Workers: 4, Log: log}, envelopeHandler(n.Apply))
+	})
+	start("notify-dispatch", func(ctx context.Context) error {
+		interval := cfg.Notify.DispatchInterval
+		if interval <= 0 {
+			interval = time.Second
+		}
+		postgres.Every(ctx, interval, func(ctx context.Context) {
+			for ctx.Err() == nil {
+				sent, err := n.Dispatch(ctx, 100)
+				if err != nil && ctx.Err() == nil {
+					log.Warn("dispatch notifications", "err", err)
+				}
+				if err != nil || sent < 100 {
+					return
+				}
+			}
+		})
+		return nil
+	})
+	start("notify-reminders", func(ctx context.Context) error {
+		postgres.Every(ctx, cfg.Notify.ReminderInterval, func(ctx context.Context) {
+			if q, err := n.ScanReminders(ctx, 1000); err != nil && ctx.Err() == nil {
+				log.Warn("scan reminders", "err", err)
+			} else if q > 0 {
+				log.Info("reminders queued", "count", q)
+			}
+		})
+		return nil
+	})
 	return nil
+}
+
+// envelopeHandler adapts an event-applying func to a natsbus.Handler; a
+// message that is not a valid event fails (and ends in the dead letters).
+func envelopeHandler(apply func(context.Context, events.Envelope) error) natsbus.Handler {
+	return func(ctx context.Context, m natsbus.Message) error {
+		if m.DecodeErr != nil {
+			return m.DecodeErr
+		}
+		return apply(ctx, m.Event)
+	}
 }
