@@ -8,9 +8,11 @@ package natsbus
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -71,22 +73,40 @@ func NewJetStream(nc *nats.Conn, ackTimeout time.Duration) (jetstream.JetStream,
 	return js, nil
 }
 
-// EnsureStream creates or updates the event stream: file storage (the
-// outbox, not the stream, stays the source of truth — a row is marked sent
-// only after its PubAck), the duplicate window the relay relies on.
+// streamConfig is the event stream: file storage (the outbox, not the
+// stream, stays the source of truth — a row is marked sent only after its
+// PubAck) and the duplicate window the relay relies on.
+var streamConfig = jetstream.StreamConfig{
+	Name:        StreamName,
+	Description: "Berth booking events (CloudEvents 1.0, JSON) and dead letters",
+	Subjects:    StreamSubjects,
+	Storage:     jetstream.FileStorage,
+	Retention:   jetstream.LimitsPolicy,
+	Duplicates:  DuplicateWindow,
+	MaxAge:      14 * 24 * time.Hour,
+	Discard:     jetstream.DiscardOld,
+}
+
+// EnsureStream creates the event stream, or updates it when its settings
+// drifted. It does not update a stream that is already right: every relay
+// and consumer calls it at start, and needless updates racing consumer
+// creation are wasted work on the server.
 func EnsureStream(ctx context.Context, js jetstream.JetStream) (jetstream.Stream, error) {
-	s, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:        StreamName,
-		Description: "Berth booking events (CloudEvents 1.0, JSON) and dead letters",
-		Subjects:    StreamSubjects,
-		Storage:     jetstream.FileStorage,
-		Retention:   jetstream.LimitsPolicy,
-		Duplicates:  DuplicateWindow,
-		MaxAge:      14 * 24 * time.Hour,
-		Discard:     jetstream.DiscardOld,
-	})
+	s, err := js.Stream(ctx, StreamName)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		s, err = js.CreateStream(ctx, streamConfig)
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			s, err = js.Stream(ctx, StreamName) // created concurrently
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("ensure stream %s: %w", StreamName, err)
+	}
+	c := s.CachedInfo().Config
+	if c.Duplicates != streamConfig.Duplicates || c.MaxAge != streamConfig.MaxAge || !slices.Equal(c.Subjects, streamConfig.Subjects) {
+		if s, err = js.UpdateStream(ctx, streamConfig); err != nil {
+			return nil, fmt.Errorf("update stream %s: %w", StreamName, err)
+		}
 	}
 	return s, nil
 }
