@@ -1,6 +1,10 @@
 package httpapi_test
 
-import "encoding/json"
+import (
+	"encoding/base64"
+	"encoding/json"
+	"strings"
+)
 
 func mustJSON(v any) string {
 	b, err := json.Marshal(v)
@@ -8,4 +12,8 @@ func mustJSON(v any) string {
 		panic(err)
 	}
 	return string(b)
+}
+
+func encodeSegment(s string) string {
+	return strings.TrimRight(base64.URLEncoding.EncodeToString([]byte(s)), "=")
 }

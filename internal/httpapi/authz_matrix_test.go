@@ -1,0 +1,219 @@
+package httpapi_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/berthhq/berth/internal/berth"
+	"github.com/berthhq/berth/internal/bookingtest"
+	"github.com/berthhq/berth/internal/httpapi"
+	"github.com/berthhq/berth/internal/postgres"
+	"github.com/google/uuid"
+)
+
+// The roles of the matrix: who sends the request.
+var matrixRoles = []string{"none", "guest", "other-guest", "staff-here", "staff-elsewhere", "admin", "ops", "partner-key"}
+
+// allowed lists, per route, the roles that may call it; every other role
+// must get 401 (no or unusable credentials) or 403 (wrong principal).
+type matrixCase struct {
+	name    string
+	allowed string // space-separated roles, or "*" for public
+	// req builds a fresh request (mutating routes get their own target).
+	req func(t *testing.T) bookingtest.Request
+	// ok is the status an allowed caller gets.
+	ok int
+}
+
+// Every booking-service route × every role: the expected status, from the
+// tokens' roles, the guest who owns the resource and the staff token's
+// partitions. Unknown and unusable credentials are always 401.
+func TestAuthorizationMatrix(t *testing.T) {
+	t.Parallel()
+	var clinics *postgres.ClinicStore
+	env := bookingtest.Start(t, bookingtest.Options{Configure: func(cfg *httpapi.Config, st *postgres.Store) {
+		clinics = postgres.NewClinicStore(st, 5*time.Minute)
+		cfg.Clinics = clinics
+		cfg.Placements = postgres.NewPlacements(st.DB())
+	}})
+	ce := &clinicEnv{Env: env, Clinics: clinics}
+	h := env.SeedHotel("", 1000, 0, bookingtest.Date(1), bookingtest.Date(60))
+	clinicID := ce.seedClinic("Europe/Berlin")
+	doctorID := ce.seedDoctor(clinicID, 10, true, allWeek("06:00", "22:00"))
+	ce.materialize(clinicID, bookingtest.Date(2), bookingtest.Date(4))
+	slots := ce.slots(clinicID, doctorID, bookingtest.Date(3))
+	if len(slots) < 60 {
+		t.Fatalf("only %d slots", len(slots))
+	}
+	// takeSlot gives each request a slot of a doctor of its own, so the
+	// one-slot-per-guest-per-doctor-per-day rule never interferes.
+	takeSlot := func() string {
+		d := ce.seedDoctor(clinicID, 30, true, allWeek("09:00", "10:00"))
+		ce.materialize(clinicID, bookingtest.Date(5), bookingtest.Date(6))
+		return ce.slots(clinicID, d, bookingtest.Date(5))[0].ID
+	}
+
+	tokens := map[string]string{
+		"guest":           env.Token("alice", berth.RoleGuest),
+		"other-guest":     env.Token("bob", berth.RoleGuest),
+		"staff-here":      env.Token("desk-1", berth.RoleStaff, h.ID, clinicID),
+		"staff-elsewhere": env.Token("desk-2", berth.RoleStaff, uuid.NewString()),
+		"admin":           env.Admin(),
+		"ops":             env.Token("ops-1", berth.RoleOps),
+	}
+	admin := tokens["admin"]
+	holdBody := func(guest string) map[string]any {
+		return map[string]any{"guest_id": guest, "room_type_id": h.RoomTypeID, "check_in": bookingtest.Date(10), "check_out": bookingtest.Date(11), "quantity": 1}
+	}
+	// aliceReservation makes a reservation of alice's, held by admin.
+	aliceReservation := func(t *testing.T) string {
+		r := env.Do(bookingtest.Request{Method: "POST", Path: "/v1/hotels/" + h.ID + "/reservations", Token: admin,
+			IdemKey: bookingtest.NewKey(), Body: holdBody("alice")})
+		if r.Status != http.StatusCreated {
+			t.Fatalf("seed reservation: %d %s", r.Status, r.Body)
+		}
+		return r.JSON()["reservation_id"].(string)
+	}
+	aliceAppointment := func(t *testing.T) string {
+		r := env.Do(bookingtest.Request{Method: "POST", Path: "/v1/clinics/" + clinicID + "/appointments", Token: admin,
+			IdemKey: bookingtest.NewKey(), Body: map[string]any{"guest_id": "alice", "slot_id": takeSlot()}})
+		if r.Status != http.StatusCreated {
+			t.Fatalf("seed appointment: %d %s", r.Status, r.Body)
+		}
+		return r.JSON()["appointment_id"].(string)
+	}
+	hotelPath := "/v1/hotels/" + h.ID
+	clinicPath := "/v1/clinics/" + clinicID
+	cases := []matrixCase{
+		{"create hotel", "admin", func(*testing.T) bookingtest.Request {
+			return bookingtest.Request{Method: "POST", Path: "/v1/hotels", Body: map[string]any{"name": "H", "city": "C", "country": "DE", "timezone": "Europe/Berlin", "home_region": "us-east"}}
+		}, 201},
+		{"read hotel", "*", func(*testing.T) bookingtest.Request { return bookingtest.Request{Method: "GET", Path: hotelPath} }, 200},
+		{"create room type", "admin", func(*testing.T) bookingtest.Request {
+			return bookingtest.Request{Method: "POST", Path: hotelPath + "/room-types", Body: map[string]any{"name": "R", "max_guests": 2, "price_cents": 1, "currency": "EUR", "overbooking_pct": 0}}
+		}, 201},
+		{"set inventory", "admin", func(*testing.T) bookingtest.Request {
+			return bookingtest.Request{Method: "PUT", Path: hotelPath + "/room-types/" + h.RoomTypeID + "/inventory", Body: map[string]any{"from": bookingtest.Date(40), "to": bookingtest.Date(41), "total_rooms": 1000}}
+		}, 200},
+		{"availability", "*", func(*testing.T) bookingtest.Request {
+			return bookingtest.Request{Method: "GET", Path: hotelPath + "/availability?check_in=" + bookingtest.Date(10) + "&check_out=" + bookingtest.Date(11)}
+		}, 200},
+		{"hold for alice", "guest staff-here admin", func(*testing.T) bookingtest.Request {
+			return bookingtest.Request{Method: "POST", Path: hotelPath + "/reservations", IdemKey: bookingtest.NewKey(), Body: holdBody("alice")}
+		}, 201},
+		{"read alice's reservation", "guest staff-here admin", func(t *testing.T) bookingtest.Request {
+			return bookingtest.Request{Method: "GET", Path: hotelPath + "/reservations/" + aliceReservation(t)}
+		}, 200},
+		{"confirm alice's reservation", "guest staff-here admin", func(t *testing.T) bookingtest.Request {
+			return bookingtest.Request{Method: "POST", Path: hotelPath + "/reservations/" + aliceReservation(t) + "/confirm", IdemKey: bookingtest.NewKey(), Body: map[string]any{"payment_ref": "p"}}
+		}, 200},
+		{"cancel alice's reservation", "guest staff-here admin", func(t *testing.T) bookingtest.Request {
+			return bookingtest.Request{Method: "POST", Path: hotelPath + "/reservations/" + aliceReservation(t) + "/cancel", IdemKey: bookingtest.NewKey()}
+		}, 200},
+		{"create clinic", "admin", func(*testing.T) bookingtest.Request {
+			return bookingtest.Request{Method: "POST", Path: "/v1/clinics", Body: map[string]any{"name": "C", "timezone": "Europe/Berlin", "home_region": "us-east"}}
+		}, 201},
+		{"create doctor", "admin", func(*testing.T) bookingtest.Request {
+			return bookingtest.Request{Method: "POST", Path: clinicPath + "/doctors", Body: map[string]any{"name": "D", "slot_minutes": 15, "prepay_required": false, "weekly": allWeek("08:00", "09:00")}}
+		}, 201},
+		{"materialize", "admin", func(*testing.T) bookingtest.Request {
+			return bookingtest.Request{Method: "POST", Path: clinicPath + "/slots/materialize", Body: map[string]any{"from": bookingtest.Date(2), "to": bookingtest.Date(3)}}
+		}, 200},
+		{"list slots", "*", func(*testing.T) bookingtest.Request {
+			return bookingtest.Request{Method: "GET", Path: clinicPath + "/doctors/" + doctorID + "/slots?date=" + bookingtest.Date(3)}
+		}, 200},
+		{"block slot", "staff-here admin", func(*testing.T) bookingtest.Request {
+			return bookingtest.Request{Method: "POST", Path: clinicPath + "/slots/" + takeSlot() + "/block"}
+		}, 200},
+		{"slot audit", "staff-here admin", func(*testing.T) bookingtest.Request {
+			return bookingtest.Request{Method: "GET", Path: clinicPath + "/slots/" + slots[0].ID + "/audit"}
+		}, 200},
+		{"appointment for alice", "guest staff-here admin", func(*testing.T) bookingtest.Request {
+			return bookingtest.Request{Method: "POST", Path: clinicPath + "/appointments", IdemKey: bookingtest.NewKey(), Body: map[string]any{"guest_id": "alice", "slot_id": takeSlot()}}
+		}, 201},
+		{"read alice's appointment", "guest staff-here admin", func(t *testing.T) bookingtest.Request {
+			return bookingtest.Request{Method: "GET", Path: clinicPath + "/appointments/" + aliceAppointment(t)}
+		}, 200},
+		{"confirm alice's appointment", "guest staff-here admin", func(t *testing.T) bookingtest.Request {
+			return bookingtest.Request{Method: "POST", Path: clinicPath + "/appointments/" + aliceAppointment(t) + "/confirm", IdemKey: bookingtest.NewKey(), Body: map[string]any{"payment_ref": "p"}}
+		}, 200},
+		{"cancel alice's appointment", "guest staff-here admin", func(t *testing.T) bookingtest.Request {
+			return bookingtest.Request{Method: "POST", Path: clinicPath + "/appointments/" + aliceAppointment(t) + "/cancel", IdemKey: bookingtest.NewKey()}
+		}, 200},
+		{"reschedule alice's appointment", "guest staff-here admin", func(t *testing.T) bookingtest.Request {
+			return bookingtest.Request{Method: "POST", Path: clinicPath + "/appointments/" + aliceAppointment(t) + "/reschedule", IdemKey: bookingtest.NewKey(), Body: map[string]any{"slot_id": takeSlot()}}
+		}, 200},
+		{"list placements", "ops", func(*testing.T) bookingtest.Request {
+			return bookingtest.Request{Method: "GET", Path: "/v1/placements"}
+		}, 200},
+		{"move placement", "ops", func(*testing.T) bookingtest.Request {
+			// A fresh hotel per call: the move itself is what is authorized.
+			r := env.Do(bookingtest.Request{Method: "POST", Path: "/v1/hotels", Token: admin, Body: map[string]any{"name": "M", "city": "C", "country": "DE", "timezone": "Europe/Berlin", "home_region": "us-east"}})
+			return bookingtest.Request{Method: "POST", Path: "/v1/placements/hotel/" + r.JSON()["hotel_id"].(string) + "/move", Body: map[string]any{"to_region": "eu-west"}}
+		}, 200},
+		{"healthz", "*", func(*testing.T) bookingtest.Request { return bookingtest.Request{Method: "GET", Path: "/healthz"} }, 200},
+		{"readyz", "*", func(*testing.T) bookingtest.Request { return bookingtest.Request{Method: "GET", Path: "/readyz"} }, 200},
+	}
+	for _, tc := range cases {
+		allowed := map[string]bool{}
+		for _, r := range strings.Fields(tc.allowed) {
+			allowed[r] = true
+		}
+		for _, role := range matrixRoles {
+			t.Run(tc.name+"/"+role, func(t *testing.T) {
+				req := tc.req(t)
+				req.Token = tokens[role]
+				if role == "partner-key" {
+					req.Header = map[string]string{"X-API-Key": "bpk_" + strings.Repeat("a", 40)}
+				}
+				r := env.Do(req)
+				var want int
+				switch {
+				case tc.allowed == "*" || allowed[role]:
+					want = tc.ok
+				case role == "none" || role == "partner-key":
+					want = http.StatusUnauthorized
+				default:
+					want = http.StatusForbidden
+				}
+				if r.Status != want {
+					t.Fatalf("%s %s as %s: got %d %s, want %d", req.Method, req.Path, role, r.Status, truncate(r.Body), want)
+				}
+				if want >= 400 && r.Header.Get("Content-Type") != "application/problem+json" {
+					t.Fatalf("denial without a problem document: %s", r.Header.Get("Content-Type"))
+				}
+			})
+		}
+	}
+}
+
+// Tokens that must never authenticate, on a protected route: expired, the
+// wrong key, alg none, tampered claims, an unknown role, a huge header.
+func TestRejectedCredentials(t *testing.T) {
+	t.Parallel()
+	env := bookingtest.Start(t, bookingtest.Options{})
+	h := env.SeedHotel("", 5, 0, bookingtest.Date(1), bookingtest.Date(10))
+	good := env.Token("alice", berth.RoleGuest)
+	parts := strings.Split(good, ".")
+	tampered := parts[0] + "." + strings.TrimRight(encodeSegment(`{"sub":"alice","role":"admin","exp":9999999999}`), "=") + "." + parts[2]
+	none := encodeSegment(`{"alg":"none","typ":"JWT"}`) + "." + encodeSegment(`{"sub":"alice","role":"admin","exp":9999999999}`) + "."
+	for name, header := range map[string]string{
+		"tampered claims": "Bearer " + tampered,
+		"alg none":        "Bearer " + none,
+		"not bearer":      "Basic YWxpY2U6c2VjcmV0",
+		"empty bearer":    "Bearer ",
+		"garbage":         "Bearer " + strings.Repeat("x", 100),
+		"oversized":       "Bearer " + strings.Repeat("a", 20000),
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := env.Do(bookingtest.Request{Method: "POST", Path: "/v1/hotels/" + h.ID + "/reservations", IdemKey: bookingtest.NewKey(),
+				Header: map[string]string{"Authorization": header},
+				Body:   map[string]any{"guest_id": "alice", "room_type_id": h.RoomTypeID, "check_in": bookingtest.Date(3), "check_out": bookingtest.Date(4), "quantity": 1}})
+			if r.Status != http.StatusUnauthorized {
+				t.Fatalf("got %d %s, want 401", r.Status, truncate(r.Body))
+			}
+		})
+	}
+}
