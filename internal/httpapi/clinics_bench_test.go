@@ -1,0 +1,81 @@
+package httpapi_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"testing"
+
+	"github.com/berthhq/berth/internal/bookingtest"
+)
+
+// BenchmarkClinicHold measures POST /appointments through HTTP on a real
+// database: "spread" — every hold takes a different open slot (each one a
+// win); "one-slot" — every request races for the same slot (one win, the
+// rest 409 slot_taken with alternatives, as at a 07:00 opening).
+//
+//	go test -run '^$' -bench Clinic ./internal/...
+func BenchmarkClinicHold(b *testing.B) {
+	b.Run("spread", func(b *testing.B) {
+		e := startClinics(b, 0)
+		clinic := e.seedClinic("UTC")
+		doctor := e.seedDoctor(clinic, 5, true, allWeek("00:00", "24:00"))
+		days := min(b.N/288+2, 366)
+		e.materialize(clinic, bookingtest.Date(1), bookingtest.Date(1+days))
+		var ids []string
+		rows, err := e.DB.Pool.Query(context.Background(),
+			`SELECT slot_id::TEXT FROM slots WHERE clinic_id = $1 AND doctor_id = $2 ORDER BY starts_at`, clinic, doctor)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for rows.Next() {
+			var id string
+			_ = rows.Scan(&id)
+			ids = append(ids, id)
+		}
+		rows.Close()
+		var next, failed atomic.Int64
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				i := int(next.Add(1) - 1)
+				body := map[string]any{"slot_id": ids[i%len(ids)]}
+				r, err := e.hold(context.Background(), clinic, fmt.Sprintf("bench-%d", i), body)
+				if err != nil || (r.Status != http.StatusCreated && i < len(ids)) {
+					failed.Add(1)
+				}
+			}
+		})
+		b.StopTimer()
+		if failed.Load() > 0 {
+			b.Fatalf("%d holds failed", failed.Load())
+		}
+	})
+	b.Run("one-slot", func(b *testing.B) {
+		e := startClinics(b, 0)
+		clinic := e.seedClinic("UTC")
+		doctor := e.seedDoctor(clinic, 30, true, allWeek("08:00", "12:00"))
+		e.materialize(clinic, bookingtest.Date(3), bookingtest.Date(4))
+		target := e.slots(clinic, doctor, bookingtest.Date(3))[4].ID
+		var next, won, other atomic.Int64
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				i := next.Add(1)
+				r, err := e.hold(context.Background(), clinic, fmt.Sprintf("crowd-%d", i), map[string]any{"slot_id": target})
+				switch {
+				case err == nil && r.Status == http.StatusCreated:
+					won.Add(1)
+				case err == nil && r.Status == http.StatusConflict && r.Code() == "slot_taken":
+				default:
+					other.Add(1)
+				}
+			}
+		})
+		b.StopTimer()
+		if won.Load() != 1 || other.Load() != 0 {
+			b.Fatalf("%d winners and %d unexpected answers", won.Load(), other.Load())
+		}
+	})
+}
