@@ -81,8 +81,8 @@ func reachable(base string) bool {
 	return true
 }
 
-// seedURLs picks, per region, the router if it answers, else the booking
-// service of that region.
+// seedURLs picks, per region, the router if it answers (it forwards every
+// write home), else the booking service of that region.
 func seedURLs() (map[string]string, error) {
 	routers, err := config.RegionURLs("BERTH_ROUTER_URLS", config.Env("BERTH_ROUTER_URLS", ""))
 	if err != nil {
@@ -94,7 +94,7 @@ func seedURLs() (map[string]string, error) {
 	}
 	out := map[string]string{}
 	for _, r := range berth.Regions {
-		for _, u := range []string{bookings[r], routers[r]} {
+		for _, u := range []string{routers[r], bookings[r]} {
 			if u != "" && reachable(u) {
 				out[r] = strings.TrimRight(u, "/")
 				break
@@ -169,13 +169,13 @@ func seedDemo(ctx context.Context, out io.Writer, printExamples bool) error {
 		fmt.Fprintf(out, "seeded hotel %-18s %-10s home %-8s id %s\n", h.name, h.city, h.region, hotel.ID)
 	}
 	if printExamples && len(made) > 0 {
-		m := made[0]
+		m := made[2%len(made)] // homed in eu-west: the us-east router forwards its writes
 		ci, co := today.AddDate(0, 0, 7).Format("2006-01-02"), today.AddDate(0, 0, 10).Format("2006-01-02")
 		base := urls["us-east"]
 		fmt.Fprintf(out, `
 Try it (source .local/env first):
 
-  # availability of a hotel homed in %[4]s
+  # availability of a hotel homed in %[4]s, read near the client (us-east)
   curl -s '%[1]s/v1/hotels/%[2]s/availability?check_in=%[5]s&check_out=%[6]s' | jq
 
   # hold a room as guest-demo (the token is in .local/env)

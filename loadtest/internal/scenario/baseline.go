@@ -73,7 +73,12 @@ func sqlHold(ctx context.Context, e *Env, h seed.Hotel, rt string, in time.Time,
 		if n != 1 {
 			return errSoldOut
 		}
-		payload, _ := json.Marshal(map[string]any{"reservation_id": resID, "hotel_id": h.ID})
+		// A complete reservation, as the service writes it: the relay and
+		// every consumer read these events like any other.
+		payload, _ := json.Marshal(map[string]any{"reservation_id": resID, "hotel_id": h.ID, "room_type_id": rt,
+			"guest_id": guest, "check_in": in.Format("2006-01-02"), "check_out": in.AddDate(0, 0, 1).Format("2006-01-02"),
+			"quantity": 1, "status": "held", "hold_expires_at": time.Now().Add(10 * time.Minute).UTC(),
+			"total_price_cents": price, "currency": currency, "version": 1})
 		b := &pgx.Batch{}
 		b.Queue(`INSERT INTO reservations (hotel_id, reservation_id, home_region, room_type_id, guest_id, check_in, check_out, quantity,
 			status, hold_expires_at, total_price_cents, currency) VALUES ($1, $2, $3, $4, $5, $6, $7, 1, 'held', now() + INTERVAL '10 minutes', $8, $9)`,
