@@ -12,6 +12,7 @@ import (
 
 	"github.com/berthhq/berth/internal/berth"
 	"github.com/berthhq/berth/internal/config"
+	"github.com/berthhq/berth/internal/natsbus"
 	"github.com/berthhq/berth/internal/placement"
 	"github.com/berthhq/berth/internal/postgres"
 	"github.com/berthhq/berth/internal/router"
@@ -25,6 +26,7 @@ type serveConfig struct {
 	BookingURLs      map[string]string
 	ReadModelURL     string
 	DatabaseURL      string
+	NatsURL          string
 	DirectoryRefresh time.Duration
 	MaxBodyBytes     int
 	ShutdownTimeout  time.Duration
@@ -42,6 +44,7 @@ func loadServeConfig(cmd *cobra.Command) (serveConfig, error) {
 	bookings := config.Env("BERTH_BOOKING_URLS", "")
 	c.ReadModelURL = config.Env("BERTH_READMODEL_URL", "")
 	c.DatabaseURL = config.Env("BERTH_DATABASE_URL", "")
+	c.NatsURL = config.Env("BERTH_NATS_URL", "")
 	c.LogFormat = config.Env("BERTH_LOG_FORMAT", "json")
 	c.DirectoryRefresh, err = config.Duration("BERTH_DIRECTORY_REFRESH", 30*time.Second)
 	errs.Check(err)
@@ -95,7 +98,8 @@ reads to this region, /v1/guests/* to the read model.
 
 Environment: BERTH_REGION, BERTH_HTTP_ADDR (:8080), BERTH_BOOKING_URLS
 (region=url,…), BERTH_READMODEL_URL, BERTH_DATABASE_URL (the placement
-directory), BERTH_DIRECTORY_REFRESH (30s), BERTH_MAX_BODY_BYTES (1048576),
+directory), BERTH_NATS_URL (optional: follow placement.moved events),
+BERTH_DIRECTORY_REFRESH (30s), BERTH_MAX_BODY_BYTES (1048576),
 BERTH_SHUTDOWN_TIMEOUT (20s), BERTH_LOG_FORMAT (json|text).`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -154,7 +158,19 @@ func run(ctx context.Context, cfg serveConfig, stdout io.Writer, ready chan<- st
 	bg, stopBg := context.WithCancel(ctx)
 	refresherDone := make(chan struct{})
 	go func() { defer close(refresherDone); dir.Run(bg, cfg.DirectoryRefresh) }()
-	defer func() { stopBg(); <-refresherDone }()
+	movesDone := make(chan struct{})
+	go func() {
+		defer close(movesDone)
+		if cfg.NatsURL == "" {
+			return
+		}
+		// Moves reach the directory within moments; the periodic refresh
+		// and the 421 re-send cover anything missed.
+		if err := natsbus.FollowPlacements(bg, cfg.NatsURL, dir.Apply, log); err != nil {
+			log.Warn("not following placement.moved events", "err", err)
+		}
+	}()
+	defer func() { stopBg(); <-refresherDone; <-movesDone }()
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	log.Info("listening", "addr", ln.Addr().String(), "bookings", cfg.BookingURLs, "readmodel", cfg.ReadModelURL)
