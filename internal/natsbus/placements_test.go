@@ -28,7 +28,9 @@ func TestFollowPlacements(t *testing.T) {
 		return true
 	}
 	done := make(chan error, 1)
-	go func() { done <- natsbus.FollowPlacements(ctx, srv.URL, apply, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
+	go func() {
+		done <- natsbus.FollowPlacements(ctx, srv.URL, apply, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	}()
 	nc, err := nats.Connect(srv.URL)
 	if err != nil {
 		t.Fatal(err)
