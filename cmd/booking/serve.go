@@ -16,6 +16,7 @@ import (
 	"github.com/berthhq/berth/internal/httpapi"
 	"github.com/berthhq/berth/internal/postgres"
 	"github.com/berthhq/berth/internal/reservation"
+	"github.com/berthhq/berth/internal/telemetry"
 	"github.com/spf13/cobra"
 )
 
@@ -33,6 +34,9 @@ type serveConfig struct {
 	MaxConns         int
 	ShutdownTimeout  time.Duration
 	LogFormat        string
+	// telemetry adds options to telemetry.Setup (tests: an in-memory
+	// span exporter). Tracing itself is configured by OTEL_* variables.
+	telemetry []telemetry.Option
 }
 
 func loadServeConfig(cmd *cobra.Command) (serveConfig, error) {
@@ -91,6 +95,15 @@ func loadServeConfig(cmd *cobra.Command) (serveConfig, error) {
 	if c.LogFormat != "json" && c.LogFormat != "text" {
 		errs.Add("BERTH_LOG_FORMAT: want json or text")
 	}
+	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+		errs.Add("BERTH_HTTP_ADDR (--addr) = %q: want host:port, e.g. :8080", c.Addr)
+	}
+	if c.ShutdownTimeout < time.Second {
+		errs.Add("BERTH_SHUTDOWN_TIMEOUT: at least 1s (in-flight requests need time to finish)")
+	}
+	for _, e := range telemetry.CheckEnv() {
+		errs.Add("%s", e)
+	}
 	if err := errs.Err(); err != nil {
 		return c, usageError{err}
 	}
@@ -129,7 +142,7 @@ func newLogger(w io.Writer, format string, region string) *slog.Logger {
 	} else {
 		h = slog.NewJSONHandler(w, nil)
 	}
-	return slog.New(h).With("service", "booking", "region", region)
+	return slog.New(telemetry.LogHandler(h)).With("service", "booking", "region", region)
 }
 
 // run wires the service by hand and serves until ctx ends. When ready is
@@ -137,9 +150,15 @@ func newLogger(w io.Writer, format string, region string) *slog.Logger {
 // pass port 0).
 func run(ctx context.Context, cfg serveConfig, stdout io.Writer, ready chan<- string) error {
 	log := newLogger(stdout, cfg.LogFormat, cfg.Region)
+	tel, flushTelemetry, err := telemetry.Setup(ctx, "booking", cfg.Region, cfg.telemetry...)
+	if err != nil {
+		return fmt.Errorf("telemetry: %w", err)
+	}
+	// Flushed within the shutdown deadline below; this covers early returns.
+	defer func() { _ = flushTelemetry(context.Background()) }()
 	db, err := postgres.Open(ctx, cfg.DatabaseURL, postgres.Options{
 		Isolation: cfg.Isolation, LockTimeout: cfg.LockTimeout, StatementTimeout: cfg.StatementTimeout,
-		MaxConns: int32(cfg.MaxConns),
+		MaxConns: int32(cfg.MaxConns), Tracer: tel.PgxTracer(),
 	})
 	if err != nil {
 		return fmt.Errorf("database: %w", err)
@@ -151,12 +170,12 @@ func run(ctx context.Context, cfg serveConfig, stdout io.Writer, ready chan<- st
 		return usageError{fmt.Errorf("BERTH_TOKEN_SECRET: %w", err)}
 	}
 	store := postgres.NewStore(db, cfg.Region, cfg.HoldTTL)
-	w := &wiring{cfg: cfg, db: db, store: store, log: log, api: httpapi.Config{
+	w := &wiring{cfg: cfg, db: db, store: store, log: log, tel: tel, api: httpapi.Config{
 		Region: cfg.Region, Hotels: store, Tokens: tokens, Logger: log, Ready: db.Ping,
 	}}
 	defer w.close()
 	// Each part of the service wires itself from its own file.
-	for _, wire := range []func(context.Context, *wiring) error{wireClinics, wireEvents, wirePlacements} {
+	for _, wire := range []func(context.Context, *wiring) error{wireClinics, wireEvents, wirePlacements, wireTelemetry} {
 		if err := wire(ctx, w); err != nil {
 			return err
 		}
@@ -167,7 +186,7 @@ func run(ctx context.Context, cfg serveConfig, stdout io.Writer, ready chan<- st
 		return fmt.Errorf("listen %s: %w", cfg.Addr, err)
 	}
 	srv := &http.Server{
-		Handler:           api,
+		Handler:           instrument(tel, api),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       15 * time.Second,
 		WriteTimeout:      30 * time.Second,
@@ -193,9 +212,22 @@ func run(ctx context.Context, cfg serveConfig, stdout io.Writer, ready chan<- st
 	log.Info("shutting down", "deadline", cfg.ShutdownTimeout.String())
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
 	defer cancel()
+	// Shutdown closes the listener at once (new connections are refused),
+	// then waits for in-flight requests to finish; past the deadline the
+	// stragglers are cut so the process exits in time.
 	err = srv.Shutdown(shutdownCtx)
+	if err != nil {
+		_ = srv.Close()
+	}
 	stopJobs()
-	<-jobsDone
+	select {
+	case <-jobsDone:
+	case <-shutdownCtx.Done():
+		log.Warn("background jobs still running at the shutdown deadline")
+	}
+	if ferr := flushTelemetry(shutdownCtx); ferr != nil {
+		log.Warn("telemetry flush", "err", ferr)
+	}
 	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("shutdown: %w", err)
 	}
@@ -212,11 +244,15 @@ type job struct {
 
 // wiring is what the optional parts of the service are wired into.
 type wiring struct {
-	cfg     serveConfig
-	db      *postgres.DB
-	store   *postgres.Store
-	log     *slog.Logger
-	api     httpapi.Config
+	cfg   serveConfig
+	db    *postgres.DB
+	store *postgres.Store
+	log   *slog.Logger
+	api   httpapi.Config
+	tel   *telemetry.Telemetry
+	// ready are the checks /readyz runs besides the database ping
+	// (NATS, Redis: append yours in your wire function).
+	ready   []readyCheck
 	jobs    []job
 	closers []func()
 	// runners are long-running loops (the outbox relay, consumers) started

@@ -32,6 +32,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/exemplar"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
@@ -126,6 +127,9 @@ func Setup(ctx context.Context, service, region string, opts ...Option) (*Teleme
 		sdkmetric.WithResource(res),
 		sdkmetric.WithReader(promExp),
 		sdkmetric.WithView(httpViews()...),
+		// The text format /metrics serves carries no exemplars, and the
+		// attributes the HTTP views drop would overflow their label limit.
+		sdkmetric.WithExemplarFilter(exemplar.AlwaysOffFilter),
 	)
 	t.meter = t.mp.Meter(scope)
 	t.tracer = t.tp.Tracer(scope)
@@ -133,6 +137,11 @@ func Setup(ctx context.Context, service, region string, opts ...Option) (*Teleme
 		_ = t.tp.Shutdown(ctx)
 		_ = t.mp.Shutdown(ctx)
 		return nil, nil, err
+	}
+	// Known label sets start at zero, so a dashboard's rate() has a series
+	// before the first retry.
+	for _, reason := range []string{"40001", "40P01"} {
+		t.inst.retries.Add(ctx, 0, t.attrs(attribute.String("reason", reason)))
 	}
 
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
