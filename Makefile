@@ -55,3 +55,6 @@ clean: down ## stop and delete .local
 loadtest: ## a short flash-sale and hotel-mix against `make up`; reports in .local/loadtest/
 	@$(ENV); $(GO) run ./loadtest flash-sale --clients 500 --rooms 5 --rate 1000 --quiet --name make-flash-sale && \
 	  $(GO) run ./loadtest hotel-mix --duration 15s --rate 200 --hotels 12 --quiet --name make-hotel-mix
+
+chaos: ## the long fault-injection suite (each fault ~15 s under load; ~8 min); report in .local/chaos/
+	@mkdir -p .local/chaos; set -o pipefail; BERTH_CHAOS_LONG=1 $(GO) test -count=1 -timeout 40m -run '^TestChaos$$' -v ./internal/chaos/ 2>&1 | tee .local/chaos/make-chaos.log

@@ -1,0 +1,268 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/berthhq/berth/internal/postgres"
+)
+
+// faultResult is one row of the report.
+type faultResult struct {
+	Name          string        `json:"name"`
+	Target        string        `json:"target"`
+	What          string        `json:"what"`
+	Injected      time.Time     `json:"injected"`
+	Healed        time.Time     `json:"healed"`
+	Ended         time.Time     `json:"ended"`
+	Progress      bool          `json:"progress"`
+	TimeToSuccess time.Duration `json:"time_to_first_success_ns"`
+	Note          string        `json:"note,omitempty"`
+	// Outcomes of the requests started while the fault was on (first
+	// attempt), and how many of the unknown ones resolved.
+	Requests counts `json:"requests"`
+}
+
+// counts tallies outcomes.
+type counts struct {
+	Total    int `json:"total"`
+	OK       int `json:"ok"`
+	Rejected int `json:"rejected"`
+	Failed   int `json:"failed"`
+	Unknown  int `json:"unknown"`  // first attempt
+	Resolved int `json:"resolved"` // of those unknown, resolved by retries
+	Retries  int `json:"retries"`
+}
+
+func (c *counts) add(o *op) {
+	c.Total++
+	switch o.First {
+	case outOK:
+		c.OK++
+	case outRejected:
+		c.Rejected++
+	case outFailed:
+		c.Failed++
+	case outUnknown:
+		c.Unknown++
+		if o.Final != outUnknown {
+			c.Resolved++
+		}
+	}
+	c.Retries += o.Attempts - 1
+}
+
+// report is what a run writes to .local/chaos/ and logs.
+type report struct {
+	Mode        mode      `json:"mode"`
+	Commit      string    `json:"commit"`
+	Started     time.Time `json:"started"`
+	LoadStarted time.Time `json:"load_started"`
+	LoadEnded   time.Time `json:"load_ended"`
+	Finished    time.Time `json:"finished"`
+	Regions     []string  `json:"regions"`
+	Hotels      int       `json:"hotels"`
+
+	Faults   []faultResult     `json:"faults"`
+	ByKind   map[string]counts `json:"by_kind"`   // hold, confirm, cancel over the whole run
+	Final    map[string]int    `json:"final"`     // final outcomes over the whole run
+	Codes    map[string]int    `json:"codes"`     // status/code of definite non-2xx answers
+	Unknowns map[string]int    `json:"unknowns"`  // what the unknown first attempts looked like
+	HoldRate float64           `json:"hold_rate"` // holds started per second of load
+
+	Bookings   bookingAudit           `json:"bookings"`
+	Stream     streamAudit            `json:"stream"`
+	Verify     []postgres.CheckResult `json:"verify"`
+	ReadModel  string                 `json:"read_model"`
+	RedisKeys  int                    `json:"redis_keys_after"`
+	Checks     []check                `json:"checks"`
+	Violations int                    `json:"invariant_violations"`
+}
+
+// audit checks the run and fills in the report.
+func (rep *report) audit(t *testing.T, ctx context.Context, s *stack, l *load, m mode) {
+	t.Helper()
+	ops := l.ops()
+	rep.ByKind, rep.Final, rep.Codes, rep.Unknowns = map[string]counts{}, map[string]int{}, map[string]int{}, map[string]int{}
+	for _, o := range ops {
+		c := rep.ByKind[o.Kind]
+		c.add(o)
+		rep.ByKind[o.Kind] = c
+		rep.Final[o.Final.String()]++
+		if o.Final == outRejected || o.Final == outFailed {
+			rep.Codes[fmt.Sprintf("%s %d %s", o.Kind, o.Status, o.Code)]++
+		}
+		if o.First == outUnknown {
+			rep.Unknowns[o.Kind+" "+o.FirstAns]++
+		}
+		for i := range rep.Faults {
+			f := &rep.Faults[i]
+			if !o.Started.Before(f.Injected) && o.Started.Before(f.Healed) {
+				f.Requests.add(o)
+			}
+		}
+	}
+	if secs := rep.LoadEnded.Sub(rep.LoadStarted).Seconds(); secs > 0 {
+		rep.HoldRate = float64(rep.ByKind["hold"].Total) / secs
+	}
+	add := func(name string, ok bool, detail string) {
+		rep.Checks = append(rep.Checks, check{Name: name, OK: ok, Detail: detail})
+		if !ok {
+			t.Errorf("%s: %s", name, detail)
+		}
+	}
+	info := func(name, detail string) {
+		rep.Checks = append(rep.Checks, check{Name: name, OK: true, Detail: detail, Info: true})
+	}
+
+	// The invariant, checked by `booking verify`'s code.
+	res, err := verifyDB(ctx, s.db)
+	if err != nil {
+		add("booking verify", false, err.Error())
+	} else {
+		rep.Verify = res
+		var lines []string
+		for _, c := range res {
+			rep.Violations += len(c.Violations)
+			for _, v := range c.Violations {
+				lines = append(lines, c.Name+": "+v.Partition+" "+v.Detail)
+			}
+		}
+		add("booking verify", rep.Violations == 0, fmt.Sprintf("%d checks, %d violations %s", len(res), rep.Violations, strings.Join(first(lines, 5), "; ")))
+	}
+
+	// Every outcome against the database.
+	a, err := auditBookings(ctx, s.db, l.snapshotChains())
+	if err != nil {
+		add("bookings audit", false, err.Error())
+	} else {
+		rep.Bookings = a
+		add("every ok hold exists exactly once", a.Lost == 0 && a.Duplicated == 0 && a.Mismatched == 0,
+			fmt.Sprintf("%d of %d ok holds exist once; lost %d, duplicated %d, mismatched %d %s", a.OKExactlyOnce,
+				a.OKExactlyOnce+a.Lost+a.Mismatched, a.Lost, a.Duplicated, a.Mismatched, strings.Join(a.Examples, "; ")))
+		add("every refused hold is absent", a.Phantom == 0, fmt.Sprintf("%d refused holds absent, %d exist", a.RefusedAbsent, a.Phantom))
+		add("every booking is in the state its outcomes allow", a.WrongState == 0, fmt.Sprintf("%d in a wrong state", a.WrongState))
+		info("unresolved unknown holds", fmt.Sprintf("%d exist, %d absent (either is correct: the client never learned)", a.UnresolvedExist, a.UnresolvedAbsent))
+	}
+	unresolved := rep.Final[outUnknown.String()]
+	add("every unknown outcome resolved by retrying its key", unresolved == 0, fmt.Sprintf("%d unresolved of %d unknown first attempts",
+		unresolved, rep.ByKind["hold"].Unknown+rep.ByKind["confirm"].Unknown+rep.ByKind["cancel"].Unknown))
+
+	// Events: no event lost or duplicated across the relay kills and the NATS restart.
+	sa, err := auditStream(ctx, s.db, s.nats.addr(), m.ConvergeIn)
+	if err != nil {
+		add("outbox and stream", false, err.Error())
+	} else {
+		rep.Stream = sa
+		add("outbox drained", sa.Unsent == 0, fmt.Sprintf("%d of %d hotel events unsent after %s", sa.Unsent, sa.Outbox, sa.DrainedIn))
+		add("no event lost or duplicated in the stream", sa.Missing == 0 && sa.Duplicates == 0,
+			fmt.Sprintf("%d events, %d stream messages, %d missing, %d duplicated", sa.Outbox, sa.InStream, sa.Missing, sa.Duplicates))
+	}
+
+	// The read model converges.
+	ok, took, last := readModelConvergence(ctx, s.bin, s.pg.url("berth"), m.ConvergeIn)
+	rep.ReadModel = fmt.Sprintf("%s after %s", last, took.Round(100*time.Millisecond))
+	add("read model converges (readmodel verify)", ok, rep.ReadModel)
+
+	if n, err := redisKeys(s.redis); err == nil {
+		rep.RedisKeys = n
+		if n == 0 {
+			info("redis in use", "no keys in Redis after the run: no service caches there yet (BERTH_REDIS_URL not wired), so the Redis faults only prove they do no harm")
+		} else {
+			info("redis in use", fmt.Sprintf("%d keys cached", n))
+		}
+	}
+	for _, f := range rep.Faults {
+		add("progress after "+f.Name, f.Progress && f.TimeToSuccess <= progressBound, fmt.Sprintf("first successful hold %s after healing", fmtDur(f.TimeToSuccess, f.Progress)))
+	}
+	rep.Finished = time.Now().UTC()
+}
+
+func (l *load) snapshotChains() []*chain {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]*chain(nil), l.chains...)
+}
+
+func first(s []string, n int) []string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+func fmtDur(d time.Duration, ok bool) string {
+	if !ok {
+		return "none"
+	}
+	return d.Round(time.Millisecond).String()
+}
+
+// markdown renders the report.
+func (rep *report) markdown() string {
+	var b strings.Builder
+	m := rep.Mode
+	fmt.Fprintf(&b, "### Chaos run: %s (%s, commit %s)\n\n", m.Name, rep.Started.Format(time.RFC3339), rep.Commit)
+	fmt.Fprintf(&b, "Load: %d workers, target %.0f holds/s (achieved %.1f/s), %d hotels in %s (one hot hotel of %d rooms per region, the others %d rooms) over %d nights; "+
+		"%d%% of holds confirmed, %d%% cancelled; per-attempt timeout %s. Each fault lasted %s.\n\n",
+		m.Load.Workers, m.Load.Rate, rep.HoldRate, rep.Hotels, strings.Join(rep.Regions, " + "), m.HotRooms, m.Rooms, m.Load.Window,
+		m.Load.ConfirmPct, m.Load.CancelPct, m.Load.Timeout, m.FaultFor)
+	b.WriteString("| fault | target | requests during fault | ok | rejected (409) | failed (4xx) | unknown | unknown resolved | first hold ok after heal | note |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	for _, f := range rep.Faults {
+		c := f.Requests
+		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %d | %d | %d | %s | %s |\n", f.Name, f.Target, c.Total, c.OK, c.Rejected, c.Failed,
+			c.Unknown, c.Resolved, fmtDur(f.TimeToSuccess, f.Progress), f.Note)
+	}
+	b.WriteString("\n| request | total | ok | rejected (409) | failed (4xx) | unknown (1st attempt) | resolved by retry | retries |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, k := range []string{"hold", "confirm", "cancel"} {
+		c := rep.ByKind[k]
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %d | %d |\n", k, c.Total, c.OK, c.Rejected, c.Failed, c.Unknown, c.Resolved, c.Retries)
+	}
+	fmt.Fprintf(&b, "\nFinal outcomes after retries: %v. Definite refusals: %v. Unknown first attempts: %v.\n\n", rep.Final, rep.Codes, rep.Unknowns)
+	b.WriteString("| check | result | detail |\n|---|---|---|\n")
+	for _, c := range rep.Checks {
+		res := "pass"
+		switch {
+		case c.Info:
+			res = "info"
+		case !c.OK:
+			res = "**FAIL**"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", c.Name, res, strings.ReplaceAll(c.Detail, "|", "/"))
+	}
+	fmt.Fprintf(&b, "\nInvariant violations: %d. Lost bookings: %d. Duplicated bookings: %d. Phantom bookings: %d.\n",
+		rep.Violations, rep.Bookings.Lost, rep.Bookings.Duplicated, rep.Bookings.Phantom)
+	return b.String()
+}
+
+// write logs the report and saves it as JSON and markdown.
+func (rep *report) write(t *testing.T, dir string) {
+	t.Helper()
+	if out, err := exec.Command("git", "-C", "../..", "rev-parse", "--short", "HEAD").Output(); err == nil {
+		rep.Commit = strings.TrimSpace(string(out))
+	}
+	md := rep.markdown()
+	t.Log("\n" + md)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Errorf("report: %v", err)
+		return
+	}
+	data, _ := json.MarshalIndent(rep, "", "  ")
+	for name, body := range map[string][]byte{"report.json": data, "report.md": []byte(md)} {
+		if err := os.WriteFile(filepath.Join(dir, name), body, 0o644); err != nil {
+			t.Errorf("report: %v", err)
+		}
+	}
+	latest := filepath.Join(filepath.Dir(dir), "latest-"+rep.Mode.Name+".md")
+	_ = os.WriteFile(latest, []byte(md), 0o644)
+	t.Logf("report: %s", filepath.Join(dir, "report.md"))
+}
