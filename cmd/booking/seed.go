@@ -118,6 +118,22 @@ var demoHotels = []struct {
 	{"Garden Suites", "Bengaluru", "IN", "Asia/Kolkata", "ap-south"},
 }
 
+var demoClinics = []struct {
+	name, tz, region string
+}{
+	{"Hudson Family Practice", "America/New_York", "us-east"},
+	{"Praxis am Markt", "Europe/Berlin", "eu-west"},
+	{"Lotus Health Clinic", "Asia/Kolkata", "ap-south"},
+}
+
+// nextWeekday returns t, or the Monday after it when t falls on a weekend.
+func nextWeekday(t time.Time) time.Time {
+	for t.Weekday() == time.Saturday || t.Weekday() == time.Sunday {
+		t = t.AddDate(0, 0, 1)
+	}
+	return t
+}
+
 func seedDemo(ctx context.Context, out io.Writer, printExamples bool) error {
 	tokens, err := auth.New(config.Env("BERTH_TOKEN_SECRET", ""))
 	if err != nil {
@@ -168,6 +184,43 @@ func seedDemo(ctx context.Context, out io.Writer, printExamples bool) error {
 		}
 		fmt.Fprintf(out, "seeded hotel %-18s %-10s home %-8s id %s\n", h.name, h.city, h.region, hotel.ID)
 	}
+	type clinicMade struct{ clinic, doctor, region string }
+	var clinics []clinicMade
+	for _, dc := range demoClinics {
+		var clinic struct {
+			ID string `json:"clinic_id"`
+		}
+		if err := c.do(ctx, dc.region, "POST", "/v1/clinics", map[string]any{
+			"name": dc.name, "timezone": dc.tz, "home_region": dc.region}, &clinic); err != nil {
+			return err
+		}
+		for i, doc := range []struct {
+			name    string
+			minutes int
+			prepay  bool
+		}{{"Dr. Ada Byron", 15, false}, {"Dr. Li Wen", 30, true}} {
+			weekly := []map[string]any{}
+			for day := 1; day <= 5; day++ {
+				weekly = append(weekly, map[string]any{"weekday": day, "start": "08:00", "end": "12:00"},
+					map[string]any{"weekday": day, "start": "13:00", "end": "17:00"})
+			}
+			var doctor struct {
+				ID string `json:"doctor_id"`
+			}
+			if err := c.do(ctx, dc.region, "POST", "/v1/clinics/"+clinic.ID+"/doctors", map[string]any{
+				"name": doc.name, "slot_minutes": doc.minutes, "prepay_required": doc.prepay, "weekly": weekly}, &doctor); err != nil {
+				return err
+			}
+			if i == 0 {
+				clinics = append(clinics, clinicMade{clinic.ID, doctor.ID, dc.region})
+			}
+		}
+		if err := c.do(ctx, dc.region, "POST", "/v1/clinics/"+clinic.ID+"/slots/materialize",
+			map[string]any{"from": from, "to": today.AddDate(0, 0, 14).Format("2006-01-02")}, nil); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "seeded clinic %-19s %-10s home %-8s id %s\n", dc.name, "", dc.region, clinic.ID)
+	}
 	if printExamples && len(made) > 0 {
 		m := made[2%len(made)] // homed in eu-west: the us-east router forwards its writes
 		ci, co := today.AddDate(0, 0, 7).Format("2006-01-02"), today.AddDate(0, 0, 10).Format("2006-01-02")
@@ -180,15 +233,32 @@ Try it (source .local/env first):
 
   # hold a room as guest-demo (the token is in .local/env)
   curl -s -X POST %[1]s/v1/hotels/%[2]s/reservations \
-    -H "Authorization: Bearer $BERTH_GUEST_TOKEN" -H "Idempotency-Key: $(uuidgen || date +%%s%%N)" \
+    -H "Authorization: Bearer $BERTH_GUEST_TOKEN" -H "Idempotency-Key: $(cat /proc/sys/kernel/random/uuid)" \
     -H 'Content-Type: application/json' \
     -d '{"guest_id":"guest-demo","room_type_id":"%[3]s","check_in":"%[5]s","check_out":"%[6]s","quantity":1}' | jq
 
   # confirm it (replace RESERVATION_ID)
   curl -s -X POST %[1]s/v1/hotels/%[2]s/reservations/RESERVATION_ID/confirm \
-    -H "Authorization: Bearer $BERTH_GUEST_TOKEN" -H "Idempotency-Key: $(uuidgen || date +%%s%%N)" \
+    -H "Authorization: Bearer $BERTH_GUEST_TOKEN" -H "Idempotency-Key: $(cat /proc/sys/kernel/random/uuid)" \
     -H 'Content-Type: application/json' -d '{"payment_ref":"pay_demo_1"}' | jq
+
+  # every booking of guest-demo across all regions, as a partner sees it
+  curl -s %[1]s/v1/guests/guest-demo/reservations -H "X-API-Key: $BERTH_PARTNER_API_KEY" | jq
 `, base, m.hotel, m.roomType, m.region, ci, co)
+		if len(clinics) > 0 {
+			cm := clinics[len(clinics)-1]
+			day := nextWeekday(today.AddDate(0, 0, 2)).Format("2006-01-02")
+			fmt.Fprintf(out, `
+  # open slots of a doctor of a clinic homed in %[4]s
+  curl -s '%[1]s/v1/clinics/%[2]s/doctors/%[3]s/slots?date=%[5]s' | jq
+
+  # book any open slot of that doctor that day (no prepayment: confirmed at once)
+  curl -s -X POST %[1]s/v1/clinics/%[2]s/appointments \
+    -H "Authorization: Bearer $BERTH_GUEST_TOKEN" -H "Idempotency-Key: $(cat /proc/sys/kernel/random/uuid)" \
+    -H 'Content-Type: application/json' \
+    -d '{"guest_id":"guest-demo","doctor_id":"%[3]s","window_start":"%[5]sT00:00:00Z","window_end":"%[5]sT23:59:00Z"}' | jq
+`, base, cm.clinic, cm.doctor, cm.region, day)
+		}
 	}
 	return nil
 }
