@@ -141,8 +141,9 @@ type SlotTime struct {
 // in loc. The template is wall-clock time: a slot whose local start does not
 // exist (the hour skipped when clocks go forward) is left out, and a local
 // start that occurs twice (the hour repeated when clocks go back) yields one
-// slot, at its first occurrence. A slot lasts slotMinutes of real time. The
-// result is sorted by start. The template must have passed ValidateTemplate.
+// slot, at its first occurrence. A slot lasts slotMinutes of real time, and
+// one that would overlap the slot before it (possible only next to a
+// skipped hour) is left out. The result is sorted by start. The template must have passed ValidateTemplate.
 func Materialize(slotMinutes int, weekly []Window, loc *time.Location, from, to Date) []SlotTime {
 	byDay := map[time.Weekday][]span{}
 	for _, w := range weekly {
@@ -168,16 +169,19 @@ func Materialize(slotMinutes int, weekly []Window, loc *time.Location, from, to 
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Start.Before(out[j].Start) })
-	// Two windows can only collide if a repeated hour maps different wall
-	// times onto one instant; keep the first.
-	dedup := out[:0]
-	for i, s := range out {
-		if i > 0 && s.Start.Equal(dedup[len(dedup)-1].Start) {
+	// Wall-clock steps and real-time lengths disagree only around a
+	// transition: a slot straddling the skipped hour ends after the next
+	// wall-clock start (29-minute slots across 02:00→03:00, say). A doctor
+	// sees one patient at a time, so a slot that would overlap the one
+	// before is left out.
+	kept := out[:0]
+	for _, s := range out {
+		if len(kept) > 0 && s.Start.Before(kept[len(kept)-1].End) {
 			continue
 		}
-		dedup = append(dedup, s)
+		kept = append(kept, s)
 	}
-	return dedup
+	return kept
 }
 
 // LocalInstant returns the instant at which the wall clock of loc shows

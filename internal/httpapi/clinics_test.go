@@ -205,6 +205,12 @@ func TestClinicOnePerDoctorPerDay(t *testing.T) {
 	if r.Status != http.StatusCreated {
 		t.Fatalf("next day: %d %s", r.Status, r.Body)
 	}
+	// Moving the next day's appointment onto the busy day breaks the limit too.
+	mv := e.Do(bookingtest.Request{Method: "POST", Path: "/v1/clinics/" + clinic + "/appointments/" + r.JSON()["appointment_id"].(string) + "/reschedule",
+		Token: e.guest("greedy"), IdemKey: bookingtest.NewKey(), Body: map[string]any{"slot_id": slots[7].ID}})
+	if mv.Status != http.StatusConflict || mv.Code() != "invalid_state" {
+		t.Fatalf("reschedule onto the busy day: %d %s", mv.Status, mv.Body)
+	}
 	e.checkSlotInvariant(clinic)
 }
 
