@@ -195,7 +195,10 @@ func (t *Telemetry) Tracer() trace.Tracer { return t.tracer }
 // Region is the region every series is labelled with.
 func (t *Telemetry) Region() string { return t.region }
 
-// MetricsHandler serves the registry in the Prometheus text format.
-func (t *Telemetry) MetricsHandler() http.Handler {
-	return promhttp.HandlerFor(t.registry, promhttp.HandlerOpts{})
+// MetricsHandler serves the registry in the Prometheus text format, plus
+// the families of extra gatherers (see TextGatherer).
+func (t *Telemetry) MetricsHandler(extra ...prometheus.Gatherer) http.Handler {
+	g := prometheus.Gatherers{t.registry}
+	g = append(g, extra...)
+	return promhttp.HandlerFor(g, promhttp.HandlerOpts{})
 }

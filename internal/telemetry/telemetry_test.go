@@ -265,3 +265,63 @@ func TestNATSHeaders(t *testing.T) {
 		t.Error("span context from no headers")
 	}
 }
+
+// A handler's own Prometheus text is served next to the OTel families.
+func TestTextGatherer(t *testing.T) {
+	tel, _ := setup(t)
+	legacy := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "# HELP berth_router_requests_total Requests.\n# TYPE berth_router_requests_total counter\nberth_router_requests_total{class=\"write\",status=\"201\"} 3\n")
+	})
+	tel.BookingOutcome(context.Background(), "hotel.hold", "ok")
+	rec := httptest.NewRecorder()
+	tel.MetricsHandler(telemetry.TextGatherer(legacy)).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	text := rec.Body.String()
+	wantSeries(t, text, "berth_router_requests_total", `class="write"`, "} 3")
+	wantSeries(t, text, "berth_booking_outcomes_total", `code="ok"`)
+}
+
+func TestPathTemplate(t *testing.T) {
+	t.Parallel()
+	words := map[string]bool{"v1": true, "hotels": true, "reservations": true, "confirm": true}
+	for path, want := range map[string]string{
+		"/v1/hotels/0b9e/reservations/77/confirm": "/v1/hotels/{id}/reservations/{id}/confirm",
+		"/v1/hotels":         "/v1/hotels",
+		"/":                  "/",
+		"/wp-admin/x.php":    "/{id}/{id}",
+		"/a/b/c/d/e/f/g/h/i": "/…",
+	} {
+		if got := telemetry.PathTemplate(path, words); got != want {
+			t.Errorf("PathTemplate(%q) = %q, want %q", path, got, want)
+		}
+	}
+}
+
+// A handler that routes by path gets spans and RED series per template.
+func TestRouted(t *testing.T) {
+	tel, spans := setup(t)
+	h := tel.Middleware(telemetry.Routed(func(r *http.Request) string {
+		return telemetry.PathTemplate(r.URL.Path, map[string]bool{"v1": true, "hotels": true})
+	}, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusAccepted) })))
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/v1/hotels/abc", nil))
+	wantSeries(t, scrape(t, tel), "http_server_request_duration_seconds_count", `http_route="/v1/hotels/{id}"`, `http_response_status_code="202"`)
+	if got := spans.GetSpans(); len(got) != 1 || got[0].Name != "GET /v1/hotels/{id}" {
+		t.Errorf("spans: %v", got)
+	}
+}
+
+func TestCheckEnv(t *testing.T) {
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318")
+	t.Setenv("OTEL_TRACES_SAMPLER", "parentbased_traceidratio")
+	t.Setenv("OTEL_TRACES_SAMPLER_ARG", "0.1")
+	if errs := telemetry.CheckEnv(); len(errs) != 0 {
+		t.Fatalf("valid settings rejected: %v", errs)
+	}
+	t.Setenv("OTEL_TRACES_SAMPLER_ARG", "10%")
+	t.Setenv("OTEL_SDK_DISABLED", "yes")
+	errs := strings.Join(telemetry.CheckEnv(), "\n")
+	for _, want := range []string{"OTEL_TRACES_SAMPLER_ARG", "OTEL_SDK_DISABLED"} {
+		if !strings.Contains(errs, want) {
+			t.Errorf("%s not named in:\n%s", want, errs)
+		}
+	}
+}
