@@ -13,6 +13,7 @@ import (
 
 func (s *Server) hotelRoutes() {
 	s.mux.HandleFunc("POST /v1/hotels", s.handle(s.createHotel))
+	s.mux.HandleFunc("GET /v1/hotels", s.handle(s.searchHotels))
 	s.mux.HandleFunc("GET /v1/hotels/{hotel_id}", s.handle(s.getHotel))
 	s.mux.HandleFunc("POST /v1/hotels/{hotel_id}/room-types", s.handle(s.createRoomType))
 	s.mux.HandleFunc("PUT /v1/hotels/{hotel_id}/room-types/{room_type_id}/inventory", s.handle(s.setInventory))
@@ -281,13 +282,9 @@ func (s *Server) availability(w http.ResponseWriter, r *http.Request) error {
 	if err := f.Err(); err != nil {
 		return err
 	}
-	av, err := s.cfg.Hotels.Availability(r.Context(), hotelID, stay, strings.ToLower(roomTypeID))
-	if err != nil {
-		return err
-	}
-	w.Header().Set("X-Cache", "miss")
-	WriteJSON(w, http.StatusOK, av)
-	return nil
+	roomTypeID = strings.ToLower(roomTypeID)
+	return s.cachedRead(w, r, string(berth.KindHotel), hotelID, availabilityName(stay, roomTypeID), 0,
+		loadAvailability(s.cfg.Hotels, hotelID, stay, roomTypeID))
 }
 
 type holdRequest struct {

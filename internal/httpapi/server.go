@@ -44,6 +44,9 @@ type Config struct {
 	Metrics http.Handler
 	// Now returns the current time (tests may fix it).
 	Now func() time.Time
+	// Cache, when set, serves public reads through the regional read cache
+	// and is invalidated after each hotel write (cache.go).
+	Cache Cache
 }
 
 // Server is the booking service's HTTP handler.
@@ -62,6 +65,7 @@ func New(cfg Config) *Server {
 		cfg.Now = time.Now
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux()}
+	withCache(s)
 	s.routes()
 	return s
 }

@@ -60,6 +60,12 @@ type Options struct {
 	FailureThreshold int
 	// Cooldown is how long the breaker stays open before a probe (default 1 s).
 	Cooldown time.Duration
+	// ReadLag is how far behind the primary a miss's database read may be
+	// (CockroachDB follower reads: about 5 s; 0 for reads of the primary).
+	// An entry filled within ReadLag of its partition's last invalidation
+	// may predate that write, so it is kept only until ReadLag after the
+	// invalidation; the next fill then reads past the write.
+	ReadLag time.Duration
 	// PoolSize of the Redis client (default 10 per CPU, go-redis's default).
 	PoolSize int
 	Logger   *slog.Logger
@@ -168,11 +174,12 @@ func (c *Cache) prefix(kind, partitionID string) string {
 	return "berth:" + c.opts.Region + ":{" + kind + ":" + partitionID + "}:"
 }
 
-// readScript returns the current generation and the entry under it in one
-// round trip. A missing generation reads as "0".
+// readScript returns the current generation, the entry under it and the
+// server's clock in one round trip. A missing generation reads as "0".
 var readScript = redis.NewScript(`
 local g = redis.call('GET', KEYS[1]) or '0'
-return {g, redis.call('GET', ARGV[1] .. g .. ':' .. ARGV[2])}
+local t = redis.call('TIME')
+return {g, redis.call('GET', ARGV[1] .. g .. ':' .. ARGV[2]), t[1] .. string.format('%06d', tonumber(t[2]))}
 `)
 
 // bumpScript moves the generation forward to the server's clock in
@@ -225,18 +232,19 @@ func (c *Cache) Fetch(ctx context.Context, kind, partitionID, name string, ttl t
 	}
 	prefix := c.prefix(kind, partitionID)
 	var (
-		gen string
-		val []byte
+		gen, now string
+		val      []byte
 	)
 	err = c.call(ctx, func(ctx context.Context) error {
 		res, err := readScript.Run(ctx, c.rdb, []string{prefix + "gen"}, prefix, name).Slice()
 		if err != nil {
 			return err
 		}
-		if len(res) != 2 {
+		if len(res) != 3 {
 			return fmt.Errorf("rediscache: read script returned %d values", len(res))
 		}
 		gen, _ = res[0].(string)
+		now, _ = res[2].(string)
 		if s, ok := res[1].(string); ok {
 			val = []byte(s)
 		}
@@ -260,9 +268,44 @@ func (c *Cache) Fetch(ctx context.Context, kind, partitionID, name string, ttl t
 	// The entry goes under the generation read *before* the load: if the
 	// partition is invalidated meanwhile, this fill is dead on arrival.
 	key := prefix + gen + ":" + name
-	return c.load(ctx, key, load, func(ctx context.Context, b []byte) {
+	ttl = c.lagTTL(ttl, gen, now)
+	return c.load(ctx, key, func(ctx context.Context) ([]byte, error) {
+		// A caller whose miss raced the end of the previous flight would
+		// load again: look once more before going to the database.
+		var b []byte
+		err := c.call(ctx, func(ctx context.Context) (err error) {
+			b, err = c.rdb.Get(ctx, key).Bytes()
+			return err
+		})
+		if err == nil {
+			return b, errFilled
+		}
+		return load(ctx)
+	}, func(ctx context.Context, b []byte) {
 		_ = c.call(ctx, func(ctx context.Context) error { return c.rdb.Set(ctx, key, b, ttl).Err() })
 	})
+}
+
+// errFilled tells load that the entry was found in Redis after all.
+var errFilled = errors.New("rediscache: filled meanwhile")
+
+// lagTTL shortens ttl for a fill that may read from before the partition's
+// last invalidation (see Options.ReadLag). Generations and now are both
+// microseconds of the Redis server's clock, so no clock skew enters.
+func (c *Cache) lagTTL(ttl time.Duration, gen, now string) time.Duration {
+	if c.opts.ReadLag <= 0 || gen == "0" {
+		return ttl
+	}
+	g, err1 := strconv.ParseInt(gen, 10, 64)
+	n, err2 := strconv.ParseInt(now, 10, 64)
+	if err1 != nil || err2 != nil {
+		return min(ttl, c.opts.ReadLag)
+	}
+	age := time.Duration(n-g) * time.Microsecond
+	if age >= c.opts.ReadLag {
+		return ttl
+	}
+	return max(min(ttl, c.opts.ReadLag-age), time.Millisecond)
 }
 
 // load runs fn once per flight key, stores the result with store (when not
@@ -273,8 +316,11 @@ func (c *Cache) load(ctx context.Context, flightKey string, fn func(context.Cont
 	ch := c.flight.DoChan(flightKey, func() (any, error) {
 		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.LoadTimeout)
 		defer cancel()
-		c.loads.Add(1)
 		b, err := fn(lctx)
+		if errors.Is(err, errFilled) {
+			return b, nil
+		}
+		c.loads.Add(1)
 		if err != nil {
 			return nil, err
 		}

@@ -20,6 +20,11 @@ func newCache(t *testing.T, url string, opts rediscache.Options) *rediscache.Cac
 	if opts.Region == "" {
 		opts.Region = "test"
 	}
+	if opts.Timeout == 0 {
+		// Generous: these tests check behaviour, not speed, and run many
+		// redis-servers at once under the race detector.
+		opts.Timeout = 2 * time.Second
+	}
 	opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	c, err := rediscache.New(url, opts)
 	if err != nil {
@@ -111,7 +116,7 @@ func TestConcurrentMissesShareOneLoad(t *testing.T) {
 	// Callers that arrived after the load finished hit the cache; no caller
 	// may start a second load of the same key meanwhile.
 	if n := calls.Load(); n != 1 {
-		t.Fatalf("loads = %d, want 1 for %d concurrent callers", n, callers)
+		t.Fatalf("loads = %d, want 1 for %d concurrent callers (%+v)", n, callers, c.Stats())
 	}
 }
 
@@ -270,5 +275,40 @@ func TestEventInvalidator(t *testing.T) {
 	}
 	if _, hit, _ := c.Fetch(ctx, "clinic", "c1", "slots:d:2030-01-01", 0, load); hit {
 		t.Fatal("event did not invalidate")
+	}
+}
+
+// With lagging miss reads (follower reads), a fill right after an
+// invalidation is kept only until ReadLag after it, then re-read.
+func TestReadLagShortensFillsAfterInvalidation(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Start(t)
+	c := newCache(t, rs.URL(), rediscache.Options{ReadLag: 300 * time.Millisecond, TTL: time.Hour})
+	ctx := context.Background()
+	var calls atomic.Int64
+	load := loader(&calls, func() string { return "v" })
+	if err := c.Invalidate(ctx, "hotel", "h"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.Fetch(ctx, "hotel", "h", "k", 0, load); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, hit, err := c.Fetch(ctx, "hotel", "h", "k", 0, load)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !hit {
+			break // re-read after the lag window, despite a one-hour TTL
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a fill within ReadLag of an invalidation kept the full TTL")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Now outside the window: the fill keeps the full TTL.
+	if _, hit, _ := c.Fetch(ctx, "hotel", "h", "k", 0, load); !hit {
+		t.Fatal("fill outside the lag window was not kept")
 	}
 }
