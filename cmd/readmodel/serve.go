@@ -49,7 +49,7 @@ func loadServeConfig(cmd *cobra.Command) (serveConfig, error) {
 	c.NATSURL = config.Env("BERTH_NATS_URL", "")
 	c.TokenSecret = config.Env("BERTH_TOKEN_SECRET", "")
 	c.LogFormat = config.Env("BERTH_LOG_FORMAT", "json")
-	c.Workers, err = config.Int("BERTH_READMODEL_WORKERS", 8)
+	c.Workers, err = config.Int("BERTH_READMODEL_WORKERS", 16)
 	errs.Check(err)
 	c.MaxDeliver, err = config.Int("BERTH_MAX_DELIVER", 5)
 	errs.Check(err)
@@ -97,7 +97,7 @@ func newServeCmd() *cobra.Command {
 Each consumer dead-letters a message to berth.dlq.<consumer>.… after BERTH_MAX_DELIVER failures.
 
 Environment: BERTH_DATABASE_URL, BERTH_NATS_URL, BERTH_TOKEN_SECRET, BERTH_READMODEL_ADDR (:8090),
-BERTH_READMODEL_WORKERS (8), BERTH_MAX_DELIVER (5), BERTH_SHUTDOWN_TIMEOUT (20s), BERTH_LOG_FORMAT,
+BERTH_READMODEL_WORKERS (16), BERTH_MAX_DELIVER (5), BERTH_SHUTDOWN_TIMEOUT (20s), BERTH_LOG_FORMAT,
 BERTH_NOTIFY_SENDER (dev|smtp|webhook|none; dev), BERTH_NOTIFY_DIR (.local/outbox-mail),
 BERTH_SMTP_ADDR, BERTH_SMTP_FROM, BERTH_SMTP_USERNAME, BERTH_SMTP_PASSWORD,
 BERTH_NOTIFY_WEBHOOK_URL, BERTH_NOTIFY_WEBHOOK_SECRET, BERTH_REMINDER_INTERVAL (5m).`,

@@ -101,23 +101,18 @@ func Consume(ctx context.Context, js jetstream.JetStream, cfg ConsumerConfig, h 
 				continue
 			}
 		}
-		batch, err := cons.Fetch(cfg.Workers*4, jetstream.FetchMaxWait(time.Second))
+		// Take what is there without waiting (a pull request waits for a
+		// full batch); when nothing is, wait up to a second for one message.
+		got, err := fetch(cons, work, cfg.Workers*4, true)
+		if err == nil && got == 0 {
+			_, err = fetch(cons, work, 1, false)
+		}
 		if err != nil {
 			if ctx.Err() == nil {
 				log.Warn("fetch failed; backing off", "err", err)
 			}
-			if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
-				cons = nil
-			}
-			sleep(ctx, bo.next())
-			continue
-		}
-		for msg := range batch.Messages() {
-			work <- msg
-		}
-		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && ctx.Err() == nil {
-			log.Warn("fetch ended with an error", "err", err)
-			if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrConsumerDeleted) {
+			if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrConsumerDeleted) ||
+				errors.Is(err, jetstream.ErrStreamNotFound) {
 				cons = nil
 			}
 			sleep(ctx, bo.next())
@@ -126,6 +121,32 @@ func Consume(ctx context.Context, js jetstream.JetStream, cfg ConsumerConfig, h 
 		bo.reset()
 	}
 	return nil
+}
+
+// fetch pulls up to n messages and hands them to the workers; noWait
+// returns at once with what is available.
+func fetch(cons jetstream.Consumer, work chan<- jetstream.Msg, n int, noWait bool) (int, error) {
+	var (
+		batch jetstream.MessageBatch
+		err   error
+	)
+	if noWait {
+		batch, err = cons.FetchNoWait(n)
+	} else {
+		batch, err = cons.Fetch(n, jetstream.FetchMaxWait(time.Second))
+	}
+	if err != nil {
+		return 0, err
+	}
+	got := 0
+	for msg := range batch.Messages() {
+		work <- msg
+		got++
+	}
+	if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, jetstream.ErrNoMessages) {
+		return got, err
+	}
+	return got, nil
 }
 
 // EnsureConsumer creates or updates a durable pull consumer (and the
