@@ -31,7 +31,9 @@ func Migrate(ctx context.Context, db *DB) (MigrationResult, error) {
 	res := MigrationResult{Engine: db.Engine}
 	sqlDB := stdlib.OpenDBFromPool(db.Pool)
 	defer sqlDB.Close()
-	p, err := goose.NewProvider(goose.DialectPostgres, sqlDB, schema.Migrations)
+	// Out-of-order steps are applied too: parallel work lands migrations whose
+	// numbers sort before ones already applied on long-lived databases.
+	p, err := goose.NewProvider(goose.DialectPostgres, sqlDB, schema.Migrations, goose.WithAllowOutofOrder(true))
 	if err != nil {
 		return res, fmt.Errorf("load migrations: %w", err)
 	}
