@@ -16,6 +16,7 @@ import (
 	"github.com/berthhq/berth/internal/placement"
 	"github.com/berthhq/berth/internal/postgres"
 	"github.com/berthhq/berth/internal/router"
+	"github.com/berthhq/berth/internal/telemetry"
 	"github.com/spf13/cobra"
 )
 
@@ -31,6 +32,9 @@ type serveConfig struct {
 	MaxBodyBytes     int
 	ShutdownTimeout  time.Duration
 	LogFormat        string
+	// telemetry adds options to telemetry.Setup (tests); tracing itself is
+	// configured by the OTEL_* variables.
+	telemetry []telemetry.Option
 }
 
 func loadServeConfig(cmd *cobra.Command) (serveConfig, error) {
@@ -83,6 +87,9 @@ func loadServeConfig(cmd *cobra.Command) (serveConfig, error) {
 	if c.LogFormat != "json" && c.LogFormat != "text" {
 		errs.Add("BERTH_LOG_FORMAT: want json or text")
 	}
+	for _, e := range telemetry.CheckEnv() {
+		errs.Add("%s", e)
+	}
 	if err := errs.Err(); err != nil {
 		return c, usageError{err}
 	}
@@ -124,8 +131,13 @@ func run(ctx context.Context, cfg serveConfig, stdout io.Writer, ready chan<- st
 	if cfg.LogFormat == "text" {
 		h = slog.NewTextHandler(stdout, nil)
 	}
-	log := slog.New(h).With("service", "router", "region", cfg.Region)
-	db, err := postgres.Open(ctx, cfg.DatabaseURL, postgres.Options{MaxConns: 4, StatementTimeout: 5 * time.Second})
+	log := slog.New(telemetry.LogHandler(h)).With("service", "router", "region", cfg.Region)
+	tel, flushTelemetry, err := telemetry.Setup(ctx, "router", cfg.Region, cfg.telemetry...)
+	if err != nil {
+		return fmt.Errorf("telemetry: %w", err)
+	}
+	defer flushWithin(flushTelemetry, 5*time.Second)
+	db, err := postgres.Open(ctx, cfg.DatabaseURL, postgres.Options{MaxConns: 4, StatementTimeout: 5 * time.Second, Tracer: tel.PgxTracer()})
 	if err != nil {
 		return fmt.Errorf("database: %w", err)
 	}
@@ -138,6 +150,7 @@ func run(ctx context.Context, cfg serveConfig, stdout io.Writer, ready chan<- st
 	rt, err := router.New(router.Config{
 		Region: cfg.Region, Bookings: cfg.BookingURLs, ReadModel: cfg.ReadModelURL, Directory: dir,
 		Logger: log, MaxBodyBytes: int64(cfg.MaxBodyBytes), Ready: db.Ping,
+		Transport: tel.Transport(router.NewTransport()),
 	})
 	if err != nil {
 		return usageError{err}
@@ -147,7 +160,7 @@ func run(ctx context.Context, cfg serveConfig, stdout io.Writer, ready chan<- st
 		return fmt.Errorf("listen %s: %w", cfg.Addr, err)
 	}
 	srv := &http.Server{
-		Handler:           rt,
+		Handler:           instrument(tel, rt),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       15 * time.Second,
 		WriteTimeout:      60 * time.Second,
