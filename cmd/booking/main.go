@@ -42,6 +42,6 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newServeCmd(), newMigrateCmd(), newTokenCmd(), newSeedDemoCmd(), newVerifyCmd())
+	root.AddCommand(newServeCmd(), newMigrateCmd(), newTokenCmd(), newSeedDemoCmd(), newVerifyCmd(), newCacheCmd())
 	return root
 }
