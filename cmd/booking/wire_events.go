@@ -8,6 +8,7 @@ import (
 	"github.com/berthhq/berth/internal/config"
 	"github.com/berthhq/berth/internal/httpapi"
 	"github.com/berthhq/berth/internal/natsbus"
+	"github.com/berthhq/berth/internal/postgres"
 )
 
 // wireEvents wires the events part of the service: when BERTH_NATS_URL is
@@ -77,6 +78,10 @@ func wirePayments(w *wiring) error {
 	if len(secret) < 16 {
 		return usageError{errors.New("BERTH_WEBHOOK_SECRET: at least 16 bytes")}
 	}
-	w.api.Payments = httpapi.NewPaymentWebhook(secret, w.store)
+	effects := postgres.PaymentEffects{Hotels: w.store}
+	if clinics, ok := w.api.Clinics.(*postgres.ClinicStore); ok {
+		effects.Clinics = clinics
+	}
+	w.api.Payments = httpapi.NewPaymentWebhook(secret, effects)
 	return nil
 }

@@ -388,6 +388,14 @@ func (c *ClinicStore) Confirm(ctx context.Context, clinicID, apptID, paymentRef 
 // Cancel cancels a live appointment; its slot reopens in the same transaction.
 func (c *ClinicStore) Cancel(ctx context.Context, clinicID, apptID string, authorize func(guestID string) error,
 	actor appointment.Actor, ch appointment.Channel, idem *berth.Idem) (berth.Response, error) {
+	return c.cancel(ctx, clinicID, apptID, authorize, actor, ch, idem, false)
+}
+
+// cancel cancels a live appointment; with onlyHeld, an appointment in any
+// other status is answered as it is and left alone (a failed payment
+// releases a hold but never undoes a confirmed appointment).
+func (c *ClinicStore) cancel(ctx context.Context, clinicID, apptID string, authorize func(guestID string) error,
+	actor appointment.Actor, ch appointment.Channel, idem *berth.Idem, onlyHeld bool) (berth.Response, error) {
 	return c.s.write(ctx, berth.KindClinic, clinicID, idem, func(tx pgx.Tx, b *pgx.Batch) (any, error) {
 		h, err := apptHint(ctx, tx, clinicID, apptID)
 		if err != nil {
@@ -407,6 +415,9 @@ func (c *ClinicStore) Cancel(ctx context.Context, clinicID, apptID string, autho
 		}
 		if ch == "" {
 			ch = a.Channel
+		}
+		if onlyHeld && a.Status != appointment.StatusHeld {
+			return a, nil
 		}
 		if !appointment.CanCancel(a.Status) {
 			return a, berth.Errorf(berth.CodeInvalidState, "a %s appointment cannot be cancelled", a.Status)

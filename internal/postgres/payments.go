@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/berthhq/berth/internal/appointment"
 
 	"github.com/berthhq/berth/internal/berth"
 	"github.com/berthhq/berth/internal/payments"
@@ -51,6 +52,34 @@ func (s *Store) PaymentFailed(ctx context.Context, kind berth.Kind, partitionID,
 		setStatus(b, &r, reservation.StatusCancelled, now)
 		return r, queueEvents(b, s.region, reservationEvent(reservation.EventCancelled, r))
 	})
+}
+
+// PaymentEffects applies payment outcomes to the partition the webhook
+// names: hotels through Store, clinics through ClinicStore (nil when the
+// service runs without clinics).
+type PaymentEffects struct {
+	Hotels  *Store
+	Clinics *ClinicStore
+}
+
+// paymentActor is who the audit trail names for a change a payment made.
+var paymentActor = appointment.Actor{Subject: "payment-provider", Role: "system"}
+
+// PaymentSucceeded confirms the reservation or appointment paid for.
+func (p PaymentEffects) PaymentSucceeded(ctx context.Context, kind berth.Kind, partitionID, reservationID, paymentRef string, idem *berth.Idem) (berth.Response, error) {
+	if kind == berth.KindClinic && p.Clinics != nil {
+		return p.Clinics.Confirm(ctx, partitionID, reservationID, paymentRef, anyGuest, paymentActor, "", idem)
+	}
+	return p.Hotels.PaymentSucceeded(ctx, kind, partitionID, reservationID, paymentRef, idem)
+}
+
+// PaymentFailed releases the hold whose payment failed; anything else is
+// left as it is.
+func (p PaymentEffects) PaymentFailed(ctx context.Context, kind berth.Kind, partitionID, reservationID string, idem *berth.Idem) (berth.Response, error) {
+	if kind == berth.KindClinic && p.Clinics != nil {
+		return p.Clinics.cancel(ctx, partitionID, reservationID, anyGuest, paymentActor, "", idem, true)
+	}
+	return p.Hotels.PaymentFailed(ctx, kind, partitionID, reservationID, idem)
 }
 
 // DevPaymentProvider is the development payment provider: it records
