@@ -76,6 +76,11 @@ func (s *Server) holdAppointment(w http.ResponseWriter, r *http.Request) error {
 	if p.Role == berth.RoleStaff && !p.StaffOf(clinicID) {
 		return berth.Errorf(berth.CodeForbidden, "this staff token is not for clinic %s", clinicID)
 	}
+	if s.cfg.WaitingRoom != nil {
+		if err := s.cfg.WaitingRoom.Check(r, clinicID); err != nil {
+			return err
+		}
+	}
 	key, err := IdempotencyKey(r)
 	if err != nil {
 		return err

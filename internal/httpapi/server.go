@@ -47,6 +47,12 @@ type Config struct {
 	// Cache, when set, serves public reads through the regional read cache
 	// and is invalidated after each hotel write (cache.go).
 	Cache Cache
+	// WaitingRoom, when set, gates clinic appointment holds while a clinic's
+	// waiting room is open: 428 waiting_room without a valid access token
+	// (internal/waitingroom.Gate).
+	WaitingRoom interface {
+		Check(r *http.Request, clinicID string) error
+	}
 }
 
 // Server is the booking service's HTTP handler.

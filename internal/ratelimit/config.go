@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"fmt"
 	"math"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -141,3 +142,6 @@ func parseLimit(spec string) (Limit, error) {
 	}
 	return lim, nil
 }
+
+// RulesFromEnv reads BERTH_RATE_LIMITS (unset: no limits).
+func RulesFromEnv() (Rules, error) { return ParseRules(EnvVar, os.Getenv(EnvVar)) }

@@ -183,3 +183,18 @@ func (in Instance) Admitted(t time.Time) int64 {
 func (in Instance) AdmittedAt(p int64) time.Time {
 	return in.Opens.Add(time.Duration(math.Ceil(float64(p) / in.Rate * float64(time.Second))))
 }
+
+// FromEnv reads BERTH_WAITING_ROOMS and BERTH_WAITING_ROOM_KEYS. With no
+// windows it returns no windows and no keys (no waiting room); windows
+// without keys are an error.
+func FromEnv() (map[string]Window, *Keyring, error) {
+	w, err := ParseWindows(WindowsEnvVar, os.Getenv(WindowsEnvVar))
+	if err != nil || len(w) == 0 {
+		return nil, nil, err
+	}
+	kr, err := ParseKeys(KeysEnvVar, os.Getenv(KeysEnvVar))
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w (required when %s is set)", err, WindowsEnvVar)
+	}
+	return w, kr, nil
+}

@@ -64,3 +64,16 @@ func (rm *Room) Handler(identify func(*http.Request) string) http.Handler {
 		mux.ServeHTTP(w, r)
 	})
 }
+
+// Mount serves the waiting room's paths from rm and passes every other
+// request to next (the router).
+func (rm *Room) Mount(identify func(*http.Request) string, next http.Handler) http.Handler {
+	room := rm.Handler(identify)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if IsPath(r.URL.Path) {
+			room.ServeHTTP(w, r)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
