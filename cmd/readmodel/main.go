@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/berthhq/berth/internal/telemetry"
 	"github.com/spf13/cobra"
 )
 
@@ -59,5 +60,5 @@ func newLogger(w io.Writer, format string) *slog.Logger {
 	} else {
 		h = slog.NewJSONHandler(w, nil)
 	}
-	return slog.New(h).With("service", "readmodel")
+	return slog.New(telemetry.LogHandler(h)).With("service", "readmodel")
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/berthhq/berth/internal/natsbus"
 	"github.com/berthhq/berth/internal/postgres"
 	"github.com/berthhq/berth/internal/readmodel"
+	"github.com/berthhq/berth/internal/telemetry"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 )
@@ -36,6 +37,9 @@ type serveConfig struct {
 	Notify          notifyConfig
 	// Projector, when set, is used instead of a new one (tests observe it).
 	Projector func(*readmodel.Store, *slog.Logger) *readmodel.Projector
+	// telemetry adds options to telemetry.Setup (tests); tracing itself is
+	// configured by the OTEL_* variables.
+	telemetry []telemetry.Option
 }
 
 func loadServeConfig(cmd *cobra.Command) (serveConfig, error) {
@@ -78,6 +82,9 @@ func loadServeConfig(cmd *cobra.Command) (serveConfig, error) {
 	if c.LogFormat != "json" && c.LogFormat != "text" {
 		errs.Add("BERTH_LOG_FORMAT: want json or text")
 	}
+	for _, e := range telemetry.CheckEnv() {
+		errs.Add("%s", e)
+	}
 	if err := errs.Err(); err != nil {
 		return c, usageError{err}
 	}
@@ -118,7 +125,12 @@ BERTH_NOTIFY_WEBHOOK_URL, BERTH_NOTIFY_WEBHOOK_SECRET, BERTH_REMINDER_INTERVAL (
 // not nil, the bound address is sent on it once the server listens.
 func run(ctx context.Context, cfg serveConfig, stdout io.Writer, ready chan<- string) error {
 	log := newLogger(stdout, cfg.LogFormat)
-	db, err := postgres.Open(ctx, cfg.DatabaseURL, postgres.Options{MaxConns: int32(cfg.Workers*2 + 8)})
+	tel, flushTelemetry, err := telemetry.Setup(ctx, "readmodel", "", cfg.telemetry...)
+	if err != nil {
+		return fmt.Errorf("telemetry: %w", err)
+	}
+	defer flushWithin(flushTelemetry, 5*time.Second)
+	db, err := postgres.Open(ctx, cfg.DatabaseURL, postgres.Options{MaxConns: int32(cfg.Workers*2 + 8), Tracer: tel.PgxTracer()})
 	if err != nil {
 		return fmt.Errorf("database: %w", err)
 	}
@@ -160,7 +172,7 @@ func run(ctx context.Context, cfg serveConfig, stdout io.Writer, ready chan<- st
 		return fmt.Errorf("listen %s: %w", cfg.Addr, err)
 	}
 	srv := &http.Server{
-		Handler: api, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 15 * time.Second,
+		Handler: instrument(tel, api), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 15 * time.Second,
 		WriteTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: 32 << 10,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
@@ -187,6 +199,7 @@ func run(ctx context.Context, cfg serveConfig, stdout io.Writer, ready chan<- st
 		})
 		return nil
 	})
+	start("consumer-lag", func(ctx context.Context) error { recordConsumerLag(ctx, tel, js); return nil })
 	if err := startNotifications(bg, cfg, db, js, log, start); err != nil {
 		stopBG()
 		wg.Wait()

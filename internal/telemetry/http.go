@@ -19,7 +19,7 @@ import (
 // request it was given to its ServeMux (http.Request.Pattern is set there).
 // Health and metrics probes are neither traced nor measured.
 func (t *Telemetry) Middleware(next http.Handler) http.Handler {
-	region := []attribute.KeyValue{regionKey.String(t.region)}
+	region := t.regionAttrs()
 	return otelhttp.NewHandler(next, t.service,
 		otelhttp.WithTracerProvider(t.tp),
 		otelhttp.WithMeterProvider(t.mp),
@@ -45,9 +45,7 @@ func (t *Telemetry) Transport(base http.RoundTripper) http.RoundTripper {
 	return otelhttp.NewTransport(base,
 		otelhttp.WithTracerProvider(t.tp),
 		otelhttp.WithMeterProvider(t.mp),
-		otelhttp.WithMetricAttributesFn(func(*http.Request) []attribute.KeyValue {
-			return []attribute.KeyValue{regionKey.String(t.region)}
-		}),
+		otelhttp.WithMetricAttributesFn(func(*http.Request) []attribute.KeyValue { return t.regionAttrs() }),
 	)
 }
 

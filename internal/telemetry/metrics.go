@@ -71,7 +71,16 @@ func (in *instruments) init(m metric.Meter) error {
 }
 
 func (t *Telemetry) attrs(kv ...attribute.KeyValue) metric.MeasurementOption {
-	return metric.WithAttributes(append(kv, regionKey.String(t.region))...)
+	return metric.WithAttributes(append(kv, t.regionAttrs()...)...)
+}
+
+// regionAttrs is the region label, or none for a service of every region
+// (the read model).
+func (t *Telemetry) regionAttrs() []attribute.KeyValue {
+	if t.region == "" {
+		return nil
+	}
+	return []attribute.KeyValue{regionKey.String(t.region)}
 }
 
 // BookingOutcome counts one booking write: op names the operation

@@ -19,7 +19,7 @@ func (t *Telemetry) PgxTracer() pgx.QueryTracer {
 		// db.system.name is the current convention; db.system is what most
 		// backends still index.
 		otelpgx.WithTracerAttributes(attribute.String("db.system", "postgresql")),
-		otelpgx.WithMeterAttributes(regionKey.String(t.region)),
+		otelpgx.WithMeterAttributes(t.regionAttrs()...),
 		otelpgx.WithTrimSQLInSpanName(),
 	)
 }

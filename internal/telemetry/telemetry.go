@@ -87,8 +87,12 @@ func Setup(ctx context.Context, service, region string, opts ...Option) (*Teleme
 	for _, opt := range opts {
 		opt(&o)
 	}
+	attrs := []attribute.KeyValue{semconv.ServiceName(service)}
+	if region != "" { // the read model serves every region
+		attrs = append(attrs, semconv.CloudRegion(region))
+	}
 	res, err := resource.New(ctx,
-		resource.WithAttributes(semconv.ServiceName(service), semconv.CloudRegion(region)),
+		resource.WithAttributes(attrs...),
 		resource.WithTelemetrySDK(),
 		// OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES win over the defaults.
 		resource.WithFromEnv(),
