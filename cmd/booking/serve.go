@@ -175,7 +175,7 @@ func run(ctx context.Context, cfg serveConfig, stdout io.Writer, ready chan<- st
 	}}
 	defer w.close()
 	// Each part of the service wires itself from its own file.
-	for _, wire := range []func(context.Context, *wiring) error{wireCache, wireClinics, wireEvents, wirePlacements, wireTelemetry} {
+	for _, wire := range []func(context.Context, *wiring) error{wireCache, wireClinics, wireEvents, wirePlacements, wireTelemetry, wireWaitingRoom} {
 		if err := wire(ctx, w); err != nil {
 			return err
 		}

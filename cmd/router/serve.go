@@ -35,6 +35,8 @@ type serveConfig struct {
 	// telemetry adds options to telemetry.Setup (tests); tracing itself is
 	// configured by the OTEL_* variables.
 	telemetry []telemetry.Option
+	// reads are the rate limits and waiting rooms (wire_reads.go).
+	reads readsConfig
 }
 
 func loadServeConfig(cmd *cobra.Command) (serveConfig, error) {
@@ -90,6 +92,7 @@ func loadServeConfig(cmd *cobra.Command) (serveConfig, error) {
 	for _, e := range telemetry.CheckEnv() {
 		errs.Add("%s", e)
 	}
+	c.reads = loadReadsConfig(&errs)
 	if err := errs.Err(); err != nil {
 		return c, usageError{err}
 	}
@@ -107,7 +110,9 @@ Environment: BERTH_REGION, BERTH_HTTP_ADDR (:8080), BERTH_BOOKING_URLS
 (region=url,…), BERTH_READMODEL_URL, BERTH_DATABASE_URL (the placement
 directory), BERTH_NATS_URL (optional: follow placement.moved events),
 BERTH_DIRECTORY_REFRESH (30s), BERTH_MAX_BODY_BYTES (1048576),
-BERTH_SHUTDOWN_TIMEOUT (20s), BERTH_LOG_FORMAT (json|text).`,
+BERTH_SHUTDOWN_TIMEOUT (20s), BERTH_LOG_FORMAT (json|text); BERTH_REDIS_URL,
+BERTH_RATE_LIMITS (e.g. hotel_writes=200/s:400,client_reads=100/s,guest_holds=5/s),
+BERTH_WAITING_ROOMS (JSON or @file), BERTH_WAITING_ROOM_KEYS, BERTH_TOKEN_SECRET.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := loadServeConfig(cmd)
@@ -159,8 +164,13 @@ func run(ctx context.Context, cfg serveConfig, stdout io.Writer, ready chan<- st
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.Addr, err)
 	}
+	handler, closeReads, err := withReads(cfg.reads, cfg.Region, log, instrument(tel, rt))
+	if err != nil {
+		return usageError{err}
+	}
+	defer closeReads()
 	srv := &http.Server{
-		Handler:           instrument(tel, rt),
+		Handler:           handler,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       15 * time.Second,
 		WriteTimeout:      60 * time.Second,

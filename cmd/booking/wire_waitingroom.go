@@ -1,0 +1,24 @@
+package main
+
+import (
+	"context"
+
+	"github.com/berthhq/berth/internal/waitingroom"
+)
+
+// wireWaitingRoom gates clinic appointment holds during the clinics'
+// waiting-room windows (BERTH_WAITING_ROOMS, BERTH_WAITING_ROOM_KEYS — the
+// same values the routers serve the waiting room with). The gate verifies
+// access tokens with the shared keys; it needs no Redis.
+func wireWaitingRoom(_ context.Context, w *wiring) error {
+	windows, keys, err := waitingroom.FromEnv()
+	if err != nil {
+		return usageError{err}
+	}
+	if len(windows) == 0 {
+		return nil
+	}
+	w.api.WaitingRoom = waitingroom.NewGate(windows, keys, nil)
+	w.log.Info("waiting rooms", "clinics", len(windows), "signing_key", keys.SigningKeyID())
+	return nil
+}

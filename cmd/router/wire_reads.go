@@ -1,0 +1,87 @@
+package main
+
+import (
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/berthhq/berth/internal/auth"
+	"github.com/berthhq/berth/internal/config"
+	"github.com/berthhq/berth/internal/ratelimit"
+	"github.com/berthhq/berth/internal/waitingroom"
+)
+
+// readsConfig is the router's flash-crowd protection: rate limits and the
+// clinics' waiting rooms, both kept in the region's Redis.
+type readsConfig struct {
+	RedisURL    string                        // BERTH_REDIS_URL
+	Rules       ratelimit.Rules               // BERTH_RATE_LIMITS
+	Windows     map[string]waitingroom.Window // BERTH_WAITING_ROOMS
+	Keys        *waitingroom.Keyring          // BERTH_WAITING_ROOM_KEYS
+	TokenSecret string                        // BERTH_TOKEN_SECRET: tells clients apart by verified subject
+}
+
+func loadReadsConfig(errs *config.Errors) readsConfig {
+	var (
+		c   readsConfig
+		err error
+	)
+	c.RedisURL = config.Env("BERTH_REDIS_URL", "")
+	c.TokenSecret = config.Env("BERTH_TOKEN_SECRET", "")
+	c.Rules, err = ratelimit.RulesFromEnv()
+	errs.Check(err)
+	c.Windows, c.Keys, err = waitingroom.FromEnv()
+	errs.Check(err)
+	if (len(c.Rules) > 0 || len(c.Windows) > 0) && c.RedisURL == "" {
+		errs.Add("BERTH_REDIS_URL: required when BERTH_RATE_LIMITS or BERTH_WAITING_ROOMS is set")
+	}
+	if c.TokenSecret != "" && len(c.TokenSecret) < auth.MinSecretLen {
+		errs.Add("BERTH_TOKEN_SECRET: at least %d bytes", auth.MinSecretLen)
+	}
+	return c
+}
+
+// withReads puts the rate limits in front of next, and the waiting room
+// between them: ticket requests are limited per client like any other, and
+// never reach a booking service. close releases the Redis clients.
+func withReads(cfg readsConfig, region string, log *slog.Logger, next http.Handler) (h http.Handler, close func(), err error) {
+	h, close = next, func() {}
+	if len(cfg.Rules) == 0 && len(cfg.Windows) == 0 {
+		return h, close, nil
+	}
+	ident := ratelimit.Identifier{}
+	if cfg.TokenSecret != "" {
+		if ident.Tokens, err = auth.New(cfg.TokenSecret); err != nil {
+			return nil, nil, err
+		}
+	}
+	var closers []func() error
+	close = func() {
+		for _, c := range closers {
+			_ = c()
+		}
+	}
+	if len(cfg.Windows) > 0 {
+		// Redis calls of the waiting room may take a little longer than the
+		// limiter's: refusing a ticket is worse than a slow one.
+		rdb, err := ratelimit.NewClient(cfg.RedisURL, 500*time.Millisecond)
+		if err != nil {
+			return nil, nil, err
+		}
+		closers = append(closers, rdb.Close)
+		room := waitingroom.NewRoom(cfg.Windows, cfg.Keys, rdb, waitingroom.Options{Logger: log})
+		h = room.Mount(func(r *http.Request) string { return ident.Identify(r).Client }, h)
+	}
+	if len(cfg.Rules) > 0 {
+		rdb, err := ratelimit.NewClient(cfg.RedisURL, 50*time.Millisecond)
+		if err != nil {
+			close()
+			return nil, nil, err
+		}
+		closers = append(closers, rdb.Close)
+		lim := ratelimit.New(rdb, ratelimit.Options{Prefix: "berth:" + region + ":rl", Logger: log})
+		h = (&ratelimit.Middleware{Limiter: lim, Rules: cfg.Rules, Identify: ident.Identify, Logger: log}).Wrap(h)
+	}
+	log.Info("flash-crowd protection", "rate_limits", cfg.Rules.String(), "waiting_rooms", len(cfg.Windows))
+	return h, close, nil
+}
