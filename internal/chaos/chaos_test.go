@@ -66,8 +66,13 @@ func TestChaos(t *testing.T) {
 	rep := &report{Mode: m, Started: started, Hotels: len(hotels), Regions: regions}
 	time.Sleep(m.Warmup)
 	ctx := context.Background()
+	watch := newLagWatch(s.db)
 	for _, f := range s.faults(longMode()) {
-		rep.Faults = append(rep.Faults, runFault(t, ctx, s, l, f, m))
+		r := runFault(t, ctx, s, l, f, m)
+		rep.Faults = append(rep.Faults, r)
+		if r.Progress {
+			watch.add(len(rep.Faults)-1, r.probe, r.Healed)
+		}
 	}
 	stopLoad()
 	<-loadDone
@@ -77,6 +82,9 @@ func TestChaos(t *testing.T) {
 	// Every unknown outcome gets a last chance now that all is healed.
 	l.resolveParked(2 * time.Minute)
 	rep.audit(t, ctx, s, l, m)
+	for i, d := range watch.wait(m.ConvergeIn) {
+		rep.Faults[i].ReadModelLag = d
+	}
 	rep.write(t, runDir)
 }
 
@@ -110,9 +118,10 @@ func runFault(t *testing.T, ctx context.Context, s *stack, l *load, f fault, m m
 	// long it really took.
 	deadline := r.Healed.Add(progressBound + 30*time.Second)
 	for {
-		if at, ok := l.firstSuccessAfter(r.Healed); ok {
+		if first, ok := l.firstSuccessAfter(r.Healed); ok {
 			r.Progress = true
-			r.TimeToSuccess = at.Sub(r.Healed)
+			r.TimeToSuccess = first.At.Sub(r.Healed)
+			r.probe = first
 			break
 		}
 		if time.Now().After(deadline) {

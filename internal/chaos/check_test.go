@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/berthhq/berth/internal/postgres"
@@ -251,4 +252,58 @@ func asExit(err error, ee **exec.ExitError) bool {
 		*ee = e
 	}
 	return ok
+}
+
+// lagWatch measures, per fault, when the first booking made after healing
+// appears in the read model: how long the event path took to recover.
+type lagWatch struct {
+	db   *postgres.DB
+	mu   sync.Mutex
+	got  map[int]time.Duration
+	done chan struct{}
+	wg   sync.WaitGroup
+}
+
+func newLagWatch(db *postgres.DB) *lagWatch {
+	return &lagWatch{db: db, got: map[int]time.Duration{}, done: make(chan struct{})}
+}
+
+// add starts watching for one booking (bounded: 5 minutes).
+func (w *lagWatch) add(i int, s success, healed time.Time) {
+	w.wg.Go(func() {
+		deadline := time.Now().Add(5 * time.Minute)
+		for time.Now().Before(deadline) {
+			var ok bool
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			err := w.db.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM rm_reservations WHERE kind = 'hotel' AND partition_id = $1 AND id = $2)`,
+				s.HotelID, s.ResID).Scan(&ok)
+			cancel()
+			if err == nil && ok {
+				w.mu.Lock()
+				w.got[i] = time.Since(healed)
+				w.mu.Unlock()
+				return
+			}
+			select {
+			case <-w.done:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	})
+}
+
+// wait gives the watchers up to budget more, then stops them.
+func (w *lagWatch) wait(budget time.Duration) map[int]time.Duration {
+	finished := make(chan struct{})
+	go func() { w.wg.Wait(); close(finished) }()
+	select {
+	case <-finished:
+	case <-time.After(budget):
+		close(w.done)
+		<-finished
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.got
 }

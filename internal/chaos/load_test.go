@@ -103,8 +103,8 @@ type load struct {
 	mu        sync.Mutex
 	started   time.Time
 	chains    []*chain
-	successes []time.Time // when each successful hold answered
-	parked    []*op       // unknown after RetryFor: resolved at the end
+	successes []success // every successful hold, in the order they answered
+	parked    []*op     // unknown after RetryFor: resolved at the end
 }
 
 func newLoad(cfg loadConfig, url, token string, hotels []hotel, from time.Time) *load {
@@ -253,21 +253,27 @@ func (l *load) attempt(o *op) {
 		o.ResID, o.ResState = ans.ReservationID, ans.Status
 		if o.Kind == "hold" {
 			l.mu.Lock() // the time is read under the lock so successes stay sorted
-			l.successes = append(l.successes, time.Now())
+			l.successes = append(l.successes, success{At: time.Now(), ResID: ans.ReservationID, HotelID: o.Hotel.ID})
 			l.mu.Unlock()
 		}
 	}
 }
 
-// firstSuccessAfter returns when the first hold after t succeeded.
-func (l *load) firstSuccessAfter(t time.Time) (time.Time, bool) {
+// success is one successful hold.
+type success struct {
+	At             time.Time
+	ResID, HotelID string
+}
+
+// firstSuccessAfter returns the first hold that succeeded after t.
+func (l *load) firstSuccessAfter(t time.Time) (success, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	i := sort.Search(len(l.successes), func(i int) bool { return l.successes[i].After(t) })
+	i := sort.Search(len(l.successes), func(i int) bool { return l.successes[i].At.After(t) })
 	if i < len(l.successes) {
 		return l.successes[i], true
 	}
-	return time.Time{}, false
+	return success{}, false
 }
 
 // resolveParked retries every parked op until it resolves or the budget

@@ -25,6 +25,10 @@ type faultResult struct {
 	Progress      bool          `json:"progress"`
 	TimeToSuccess time.Duration `json:"time_to_first_success_ns"`
 	Note          string        `json:"note,omitempty"`
+	// ReadModelLag: how long after healing the first post-heal booking
+	// showed in the read model (-1 = never within the budget).
+	ReadModelLag time.Duration `json:"read_model_lag_ns"`
+	probe        success
 	// Outcomes of the requests started while the fault was on (first
 	// attempt), and how many of the unknown ones resolved.
 	Requests counts `json:"requests"`
@@ -214,12 +218,12 @@ func (rep *report) markdown() string {
 		"%d%% of holds confirmed, %d%% cancelled; per-attempt timeout %s. Each fault lasted %s.\n\n",
 		m.Load.Workers, m.Load.Rate, rep.HoldRate, rep.Hotels, strings.Join(rep.Regions, " + "), m.HotRooms, m.Rooms, m.Load.Window,
 		m.Load.ConfirmPct, m.Load.CancelPct, m.Load.Timeout, m.FaultFor)
-	b.WriteString("| fault | target | requests during fault | ok | rejected (409) | failed (4xx) | unknown | unknown resolved | first hold ok after heal | note |\n")
-	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	b.WriteString("| fault | target | requests during fault | ok | rejected (409) | failed (4xx) | unknown | unknown resolved | first hold ok after heal | in read model after heal | note |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, f := range rep.Faults {
 		c := f.Requests
-		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %d | %d | %d | %s | %s |\n", f.Name, f.Target, c.Total, c.OK, c.Rejected, c.Failed,
-			c.Unknown, c.Resolved, fmtDur(f.TimeToSuccess, f.Progress), f.Note)
+		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %d | %d | %d | %s | %s | %s |\n", f.Name, f.Target, c.Total, c.OK, c.Rejected, c.Failed,
+			c.Unknown, c.Resolved, fmtDur(f.TimeToSuccess, f.Progress), fmtDur(f.ReadModelLag, f.ReadModelLag > 0), f.Note)
 	}
 	b.WriteString("\n| request | total | ok | rejected (409) | failed (4xx) | unknown (1st attempt) | resolved by retry | retries |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|\n")
