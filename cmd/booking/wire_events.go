@@ -9,6 +9,7 @@ import (
 	"github.com/berthhq/berth/internal/httpapi"
 	"github.com/berthhq/berth/internal/natsbus"
 	"github.com/berthhq/berth/internal/postgres"
+	"github.com/berthhq/berth/internal/rediscache"
 )
 
 // wireEvents wires the events part of the service: when BERTH_NATS_URL is
@@ -54,7 +55,12 @@ func wireEvents(ctx context.Context, w *wiring) error {
 	relay := natsbus.NewRelay(js, w.store, natsbus.RelayConfig{
 		Region: w.cfg.Region, Batch: batch, Poll: poll, Retention: retention, Log: w.log,
 	})
-	var inv natsbus.Invalidator = natsbus.NoopInvalidator{} // the Redis cache replaces it with [reads]
+	// The region's cache (when configured) drops a partition's cached reads
+	// on each of its events, whichever region wrote them.
+	var inv natsbus.Invalidator = natsbus.NoopInvalidator{}
+	if c, ok := w.api.Cache.(*rediscache.Cache); ok {
+		inv = c.Events()
+	}
 	w.runners = append(w.runners,
 		relay.Run,
 		func(ctx context.Context) {

@@ -34,16 +34,16 @@ type ClinicStore interface {
 func (s *Server) clinicRoutes() {
 	s.mux.HandleFunc("POST /v1/clinics", s.handle(s.createClinic))
 	s.mux.HandleFunc("GET /v1/clinics/{clinic_id}", s.handle(s.getClinic))
-	s.mux.HandleFunc("POST /v1/clinics/{clinic_id}/doctors", s.handle(s.createDoctor))
-	s.mux.HandleFunc("POST /v1/clinics/{clinic_id}/slots/materialize", s.handle(s.materialize))
-	s.mux.HandleFunc("POST /v1/clinics/{clinic_id}/slots/{slot_id}/block", s.handle(s.blockSlot))
+	s.mux.HandleFunc("POST /v1/clinics/{clinic_id}/doctors", s.invalidatesClinic(s.handle(s.createDoctor)))
+	s.mux.HandleFunc("POST /v1/clinics/{clinic_id}/slots/materialize", s.invalidatesClinic(s.handle(s.materialize)))
+	s.mux.HandleFunc("POST /v1/clinics/{clinic_id}/slots/{slot_id}/block", s.invalidatesClinic(s.handle(s.blockSlot)))
 	s.mux.HandleFunc("GET /v1/clinics/{clinic_id}/slots/{slot_id}/audit", s.handle(s.slotAudit))
 	s.mux.HandleFunc("GET /v1/clinics/{clinic_id}/doctors/{doctor_id}/slots", s.handle(s.listSlots))
-	s.mux.HandleFunc("POST /v1/clinics/{clinic_id}/appointments", s.handle(s.holdAppointment))
+	s.mux.HandleFunc("POST /v1/clinics/{clinic_id}/appointments", s.invalidatesClinic(s.handle(s.holdAppointment)))
 	s.mux.HandleFunc("GET /v1/clinics/{clinic_id}/appointments/{appointment_id}", s.handle(s.getAppointment))
-	s.mux.HandleFunc("POST /v1/clinics/{clinic_id}/appointments/{appointment_id}/confirm", s.handle(s.confirmAppointment))
-	s.mux.HandleFunc("POST /v1/clinics/{clinic_id}/appointments/{appointment_id}/cancel", s.handle(s.cancelAppointment))
-	s.mux.HandleFunc("POST /v1/clinics/{clinic_id}/appointments/{appointment_id}/reschedule", s.handle(s.rescheduleAppointment))
+	s.mux.HandleFunc("POST /v1/clinics/{clinic_id}/appointments/{appointment_id}/confirm", s.invalidatesClinic(s.handle(s.confirmAppointment)))
+	s.mux.HandleFunc("POST /v1/clinics/{clinic_id}/appointments/{appointment_id}/cancel", s.invalidatesClinic(s.handle(s.cancelAppointment)))
+	s.mux.HandleFunc("POST /v1/clinics/{clinic_id}/appointments/{appointment_id}/reschedule", s.invalidatesClinic(s.handle(s.rescheduleAppointment)))
 }
 
 type createClinicRequest struct {
@@ -299,11 +299,8 @@ func (s *Server) listSlots(w http.ResponseWriter, r *http.Request) error {
 	if err := f.Err(); err != nil {
 		return err
 	}
-	list, err := s.cfg.Clinics.ListSlots(r.Context(), clinicID, doctorID, day)
-	if err != nil {
-		return err
-	}
-	w.Header().Set("X-Cache", "miss")
-	WriteJSON(w, http.StatusOK, list)
-	return nil
+	// Seconds-stale slot lists are fine (a hold decides in the database);
+	// clinic writes invalidate them, and the TTL bounds what is missed.
+	return s.cachedRead(w, r, string(berth.KindClinic), clinicID, "slots:"+doctorID+":"+day.String(), 0,
+		func(ctx context.Context) (any, error) { return s.cfg.Clinics.ListSlots(ctx, clinicID, doctorID, day) })
 }
