@@ -25,6 +25,11 @@ type Record struct {
 	Seq              int
 	Payload          []byte // JSON
 	CreatedAt        time.Time
+	// TraceContext holds the W3C trace-context fields (traceparent, and
+	// tracestate when set) of the request that wrote the event, so the
+	// request's trace continues through the relay to every consumer; nil
+	// when the write was not traced.
+	TraceContext map[string]string
 }
 
 // SpecVersion is the CloudEvents version of every envelope.

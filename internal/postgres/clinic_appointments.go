@@ -214,7 +214,7 @@ func (c *ClinicStore) Hold(ctx context.Context, req appointment.HoldRequest, ide
 			typ = appointment.EventConfirmed
 		}
 		evs = append(evs, appointmentEvent(typ, a))
-		return a, queueEvents(b, c.s.region, evs...)
+		return a, queueEvents(ctx, b, c.s.region, evs...)
 	})
 }
 
@@ -361,7 +361,7 @@ func (c *ClinicStore) Confirm(ctx context.Context, clinicID, apptID, paymentRef 
 			a.Status, a.HoldExpiresAt = appointment.StatusConfirmed, nil
 			queueAppointmentUpdate(b, a, day)
 			au.flush(b)
-			return a, queueEvents(b, c.s.region, append(evs, appointmentEvent(appointment.EventConfirmed, a))...)
+			return a, queueEvents(ctx, b, c.s.region, append(evs, appointmentEvent(appointment.EventConfirmed, a))...)
 		}
 		// Lost: the appointment is (or becomes) expired, and the payment goes back.
 		if a.Status == appointment.StatusHeld {
@@ -377,7 +377,7 @@ func (c *ClinicStore) Confirm(ctx context.Context, clinicID, apptID, paymentRef 
 		evs = append(evs, appointmentEvent(appointment.EventExpired, a),
 			event{kind: berth.KindClinic, partitionID: clinicID, typ: appointment.EventRefundRequested,
 				aggregateID: a.ID, version: a.Version, data: refund})
-		if err := queueEvents(b, c.s.region, evs...); err != nil {
+		if err := queueEvents(ctx, b, c.s.region, evs...); err != nil {
 			return nil, err
 		}
 		return a, &berth.Error{Code: berth.CodeHoldExpired,
@@ -434,7 +434,7 @@ func (c *ClinicStore) cancel(ctx context.Context, clinicID, apptID string, autho
 		a.Status, a.Version, a.UpdatedAt, a.HoldExpiresAt = appointment.StatusCancelled, a.Version+1, now, nil
 		queueAppointmentUpdate(b, a, a.LocalDate.Time())
 		au.flush(b)
-		return a, queueEvents(b, c.s.region, appointmentEvent(appointment.EventCancelled, a))
+		return a, queueEvents(ctx, b, c.s.region, appointmentEvent(appointment.EventCancelled, a))
 	})
 }
 
@@ -522,6 +522,6 @@ func (c *ClinicStore) Reschedule(ctx context.Context, clinicID, apptID, newSlotI
 		a.LocalDate, a.Version, a.UpdatedAt = appointment.DateOf(t.localDate), a.Version+1, t.now
 		queueAppointmentUpdate(b, a, t.localDate)
 		au.flush(b)
-		return a, queueEvents(b, c.s.region, append(evs, appointmentEvent(appointment.EventRescheduled, a))...)
+		return a, queueEvents(ctx, b, c.s.region, append(evs, appointmentEvent(appointment.EventRescheduled, a))...)
 	})
 }

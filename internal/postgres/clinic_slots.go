@@ -336,6 +336,6 @@ func (c *ClinicStore) BlockSlot(ctx context.Context, clinicID, slotID string, ac
 		sl.Status = appointment.SlotBlocked
 		evs = append(evs, event{kind: berth.KindClinic, partitionID: clinicID, typ: appointment.EventSlotBlocked,
 			aggregateID: slotID, version: 1, data: sl})
-		return sl, queueEvents(b, c.s.region, evs...)
+		return sl, queueEvents(ctx, b, c.s.region, evs...)
 	})
 }

@@ -1,12 +1,14 @@
 package postgres
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 
 	"github.com/berthhq/berth/internal/berth"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/propagation"
 )
 
 // event is one outbox row to append inside a write transaction.
@@ -20,8 +22,11 @@ type event struct {
 }
 
 // queueEvents queues events for the outbox in the caller's transaction, in
-// order (seq), so the relay can publish a partition's events in order.
-func queueEvents(b *pgx.Batch, region string, events ...event) error {
+// order (seq), so the relay can publish a partition's events in order. Each
+// row keeps the trace context of ctx (the writing request), which the relay
+// hands on to the consumers in the message headers.
+func queueEvents(ctx context.Context, b *pgx.Batch, region string, events ...event) error {
+	tc := traceContext(ctx)
 	for i, e := range events {
 		payload, err := json.Marshal(e.data)
 		if err != nil {
@@ -29,9 +34,41 @@ func queueEvents(b *pgx.Batch, region string, events ...event) error {
 		}
 		// A new id per attempt is fine: a rolled-back attempt's row never existed.
 		b.Queue(
-			`INSERT INTO outbox (partition_id, event_id, home_region, kind, event_type, aggregate_id, aggregate_version, seq, payload)
-			 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-			e.partitionID, uuid.NewString(), region, string(e.kind), e.typ, e.aggregateID, e.version, i, payload)
+			`INSERT INTO outbox (partition_id, event_id, home_region, kind, event_type, aggregate_id, aggregate_version, seq, payload, trace_context)
+			 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+			e.partitionID, uuid.NewString(), region, string(e.kind), e.typ, e.aggregateID, e.version, i, payload, tc)
 	}
 	return nil
+}
+
+// traceContext encodes the W3C trace context of ctx (traceparent, and
+// tracestate when set) as a small JSON object, or returns nil (SQL NULL) when
+// ctx carries no span. Only the trace context is kept, explicitly rather
+// than through the global propagator: baggage may carry personal data, and
+// an outbox row outlives its request by days.
+func traceContext(ctx context.Context) *string {
+	c := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(ctx, c)
+	if c["traceparent"] == "" {
+		return nil
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		return nil // a map of strings always encodes
+	}
+	s := string(b)
+	return &s
+}
+
+// decodeTraceContext reverses traceContext. A value that does not decode is
+// dropped: a lost trace link must never stop an event.
+func decodeTraceContext(s *string) map[string]string {
+	if s == nil || *s == "" {
+		return nil
+	}
+	var c map[string]string
+	if json.Unmarshal([]byte(*s), &c) != nil || c["traceparent"] == "" {
+		return nil
+	}
+	return c
 }

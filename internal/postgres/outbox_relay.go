@@ -15,7 +15,7 @@ import (
 // batch in flight is never claimed twice.
 const claimOutboxSQL = `
 SELECT partition_id::TEXT, event_id::TEXT, home_region, kind, event_type, aggregate_id::TEXT,
-       aggregate_version, seq, payload, created_at
+       aggregate_version, seq, payload, created_at, trace_context
 FROM outbox
 WHERE sent_at IS NULL AND home_region = $1
 ORDER BY created_at, seq
@@ -108,12 +108,13 @@ func claimOutbox(ctx context.Context, tx pgx.Tx, region string, limit int) ([]ev
 		var (
 			r   events.Record
 			seq int32
+			tc  *string
 		)
 		if err := rows.Scan(&r.PartitionID, &r.EventID, &r.HomeRegion, &r.Kind, &r.Type, &r.AggregateID,
-			&r.AggregateVersion, &seq, &r.Payload, &r.CreatedAt); err != nil {
+			&r.AggregateVersion, &seq, &r.Payload, &r.CreatedAt, &tc); err != nil {
 			return nil, fmt.Errorf("claim outbox: %w", err)
 		}
-		r.Seq, r.CreatedAt = int(seq), r.CreatedAt.UTC()
+		r.Seq, r.CreatedAt, r.TraceContext = int(seq), r.CreatedAt.UTC(), decodeTraceContext(tc)
 		recs = append(recs, r)
 	}
 	if err := rows.Err(); err != nil {

@@ -50,7 +50,7 @@ func (s *Store) PaymentFailed(ctx context.Context, kind berth.Kind, partitionID,
 			return nil, err
 		}
 		setStatus(b, &r, reservation.StatusCancelled, now)
-		return r, queueEvents(b, s.region, reservationEvent(reservation.EventCancelled, r))
+		return r, queueEvents(ctx, b, s.region, reservationEvent(reservation.EventCancelled, r))
 	})
 }
 

@@ -176,7 +176,7 @@ func (p *Placements) MovePlacement(ctx context.Context, kind berth.Kind, partiti
 		}
 		ev := movedEvent{Kind: kind, PartitionID: partitionID, FromRegion: cur.HomeRegion, ToRegion: to, Version: cur.Version + 1}
 		// The event is homed with the partition: the new home's relay publishes it.
-		if err := queueEvents(b, to, event{kind: kind, partitionID: partitionID, typ: EventPlacementMoved,
+		if err := queueEvents(ctx, b, to, event{kind: kind, partitionID: partitionID, typ: EventPlacementMoved,
 			aggregateID: partitionID, version: ev.Version, data: ev}); err != nil {
 			return err
 		}

@@ -154,7 +154,7 @@ func (s *Store) Hold(ctx context.Context, req reservation.HoldRequest, idem *ber
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, NULLIF($13, ''), NULLIF($14, ''), 1, $15, $15)`,
 			r.HotelID, r.ID, s.region, r.RoomTypeID, r.GuestID, r.CheckIn.Time(), r.CheckOut.Time(),
 			r.Quantity, string(r.Status), r.HoldExpiresAt, r.TotalPriceCents, r.Currency, r.ContactEmail, r.ContactPhone, r.CreatedAt)
-		return r, queueEvents(b, s.region, reservationEvent(reservation.EventHeld, r))
+		return r, queueEvents(ctx, b, s.region, reservationEvent(reservation.EventHeld, r))
 	})
 }
 
@@ -246,7 +246,7 @@ func (s *Store) Confirm(ctx context.Context, hotelID, reservationID, paymentRef 
 			}
 			r.PaymentRef = paymentRef
 			setStatus(b, &r, reservation.StatusConfirmed, now)
-			return r, queueEvents(b, s.region, reservationEvent(reservation.EventConfirmed, r))
+			return r, queueEvents(ctx, b, s.region, reservationEvent(reservation.EventConfirmed, r))
 		}
 		// The hold lapsed and the sweeper gave the nights back: take them again.
 		t, err := takeAllNights(ctx, tx, hotelID, r.RoomTypeID, r.Stay(), r.Quantity, 0)
@@ -258,7 +258,7 @@ func (s *Store) Confirm(ctx context.Context, hotelID, reservationID, paymentRef 
 			setStatus(b, &r, reservation.StatusExpired, now)
 			refund := map[string]any{"reservation": r, "payment_ref": paymentRef, "amount_cents": r.TotalPriceCents,
 				"currency": r.Currency, "reason": "hold_expired"}
-			if err := queueEvents(b, s.region, event{kind: berth.KindHotel, partitionID: hotelID,
+			if err := queueEvents(ctx, b, s.region, event{kind: berth.KindHotel, partitionID: hotelID,
 				typ: reservation.EventRefundRequested, aggregateID: r.ID, version: r.Version, data: refund}); err != nil {
 				return nil, err
 			}
@@ -270,7 +270,7 @@ func (s *Store) Confirm(ctx context.Context, hotelID, reservationID, paymentRef 
 		}
 		r.PaymentRef = paymentRef
 		setStatus(b, &r, reservation.StatusConfirmed, t.now.UTC())
-		return r, queueEvents(b, s.region, reservationEvent(reservation.EventConfirmed, r))
+		return r, queueEvents(ctx, b, s.region, reservationEvent(reservation.EventConfirmed, r))
 	})
 }
 
@@ -295,6 +295,6 @@ func (s *Store) Cancel(ctx context.Context, hotelID, reservationID string, autho
 			return nil, err
 		}
 		setStatus(b, &r, reservation.StatusCancelled, now)
-		return r, queueEvents(b, s.region, reservationEvent(reservation.EventCancelled, r))
+		return r, queueEvents(ctx, b, s.region, reservationEvent(reservation.EventCancelled, r))
 	})
 }

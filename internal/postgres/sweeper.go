@@ -62,7 +62,7 @@ func (s *Store) ExpireHolds(ctx context.Context, limit int) (int, error) {
 			// below if anything else changed it.
 			b.Queue(`UPDATE reservations SET status = 'expired', version = $3, updated_at = $4
 				WHERE hotel_id = $1 AND reservation_id = $2 AND status = 'held'`, r.HotelID, r.ID, r.Version, now)
-			if err := queueEvents(b, s.region, reservationEvent(reservation.EventExpired, *r)); err != nil {
+			if err := queueEvents(ctx, b, s.region, reservationEvent(reservation.EventExpired, *r)); err != nil {
 				return err
 			}
 		}
