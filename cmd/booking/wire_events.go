@@ -54,6 +54,7 @@ func wireEvents(ctx context.Context, w *wiring) error {
 	}
 	relay := natsbus.NewRelay(js, w.store, natsbus.RelayConfig{
 		Region: w.cfg.Region, Batch: batch, Poll: poll, Retention: retention, Log: w.log,
+		TracerProvider: w.tel.TracerProvider(),
 	})
 	// The region's cache (when configured) drops a partition's cached reads
 	// on each of its events, whichever region wrote them.

@@ -12,6 +12,7 @@ import (
 	"github.com/berthhq/berth/internal/events"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Message is one delivery handed to a Handler.
@@ -45,6 +46,9 @@ type ConsumerConfig struct {
 	// (default capped exponential from 200ms to 10s).
 	Retry func(n uint64) time.Duration
 	Log   *slog.Logger
+	// TracerProvider makes the consumer spans of traced messages (default
+	// the global provider).
+	TracerProvider trace.TracerProvider
 }
 
 // Consume runs a durable pull consumer until ctx ends; messages in flight
@@ -75,12 +79,13 @@ func Consume(ctx context.Context, js jetstream.JetStream, cfg ConsumerConfig, h 
 		cfg.Log = slog.Default()
 	}
 	log := cfg.Log.With("consumer", cfg.Durable)
+	tr := tracer(cfg.TracerProvider)
 	work := make(chan jetstream.Msg)
 	var wg sync.WaitGroup
 	for range cfg.Workers {
 		wg.Go(func() {
 			for msg := range work {
-				handle(context.WithoutCancel(ctx), js, cfg, log, h, msg)
+				handle(context.WithoutCancel(ctx), js, cfg, log, tr, h, msg)
 			}
 		})
 	}
@@ -190,13 +195,19 @@ func EnsureConsumer(ctx context.Context, js jetstream.JetStream, cfg ConsumerCon
 	return c, nil
 }
 
-func handle(ctx context.Context, js jetstream.JetStream, cfg ConsumerConfig, log *slog.Logger, h Handler, msg jetstream.Msg) {
+// handle runs h on one delivery, under a consumer span continuing the trace
+// in the message's headers, and acks, retries or dead-letters it.
+func handle(ctx context.Context, js jetstream.JetStream, cfg ConsumerConfig, log *slog.Logger, tr trace.Tracer,
+	h Handler, msg jetstream.Msg) {
 	m := Message{Subject: msg.Subject(), Data: msg.Data(), Delivered: 1}
 	if md, err := msg.Metadata(); err == nil {
 		m.Delivered = md.NumDelivered
 	}
 	m.Event, m.DecodeErr = events.Decode(m.Data)
-	err := func() (err error) {
+	ctx, span := startConsume(ctx, tr, cfg.Durable, msg.Headers(), m)
+	var err error
+	defer func() { endSpan(span, err) }()
+	err = func() (err error) {
 		defer func() {
 			if v := recover(); v != nil {
 				err = fmt.Errorf("handler panic: %v", v)
@@ -212,16 +223,16 @@ func handle(ctx context.Context, js jetstream.JetStream, cfg ConsumerConfig, log
 		return
 	}
 	if m.Delivered < uint64(cfg.MaxDeliver) {
-		log.Warn("handler failed; will retry", "subject", m.Subject, "delivered", m.Delivered, "err", err)
+		log.WarnContext(ctx, "handler failed; will retry", "subject", m.Subject, "delivered", m.Delivered, "err", err)
 		_ = msg.NakWithDelay(cfg.Retry(m.Delivered))
 		return
 	}
 	if dlqErr := deadLetter(ctx, js, cfg.Durable, msg, m, err); dlqErr != nil {
-		log.Error("dead-lettering failed; will retry", "subject", m.Subject, "err", dlqErr)
+		log.ErrorContext(ctx, "dead-lettering failed; will retry", "subject", m.Subject, "err", dlqErr)
 		_ = msg.NakWithDelay(cfg.Retry(m.Delivered))
 		return
 	}
-	log.Error("message dead-lettered", "subject", m.Subject, "delivered", m.Delivered, "err", err)
+	log.ErrorContext(ctx, "message dead-lettered", "subject", m.Subject, "delivered", m.Delivered, "err", err)
 	_ = msg.Ack()
 }
 
@@ -234,6 +245,7 @@ func deadLetter(ctx context.Context, js jetstream.JetStream, consumer string, ms
 	dl.Header.Set("Berth-Dlq-Subject", m.Subject)
 	dl.Header.Set("Berth-Dlq-Reason", cause.Error())
 	dl.Header.Set("Berth-Dlq-Deliveries", strconv.FormatUint(m.Delivered, 10))
+	injectHeaders(ctx, dl.Header) // a replay of the dead letter continues the trace
 	id := consumer + ":" + m.Subject
 	if md, err := msg.Metadata(); err == nil {
 		id = consumer + ":" + strconv.FormatUint(md.Sequence.Stream, 10)

@@ -13,6 +13,7 @@ import (
 	"github.com/berthhq/berth/internal/events"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Outbox is what the relay needs from the database
@@ -37,6 +38,9 @@ type RelayConfig struct {
 	// and before it is marked sent; an error abandons the batch as a crash
 	// would (tests use it to kill the relay at the worst moment).
 	AfterPublish func(ctx context.Context, recs []events.Record) error
+	// TracerProvider makes the producer spans of traced events (default
+	// the global provider).
+	TracerProvider trace.TracerProvider
 }
 
 // Relay publishes the outbox of one region to JetStream.
@@ -44,6 +48,7 @@ type Relay struct {
 	js        jetstream.JetStream
 	out       Outbox
 	cfg       RelayConfig
+	tracer    trace.Tracer
 	published atomic.Int64
 }
 
@@ -70,7 +75,7 @@ func NewRelay(js jetstream.JetStream, out Outbox, cfg RelayConfig) *Relay {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	return &Relay{js: js, out: out, cfg: cfg}
+	return &Relay{js: js, out: out, cfg: cfg, tracer: tracer(cfg.TracerProvider)}
 }
 
 // Published reports how many events the relay got acknowledged and marked.
@@ -127,19 +132,39 @@ func (r *Relay) Run(ctx context.Context) {
 // It returns the acknowledged ids that may be marked sent: for each
 // partition, the events before its first failure, so a partition's later
 // event is never marked while an earlier one still needs publishing.
+//
+// A traced event gets a producer span, child of the writing request's span,
+// from its publish to its PubAck; the message carries that span's context.
 func (r *Relay) publish(ctx context.Context, recs []events.Record) ([]string, error) {
 	futures := make([]jetstream.PubAckFuture, len(recs))
+	spans := make([]trace.Span, len(recs))
+	end := func(i int, err error) {
+		if spans[i] != nil {
+			endSpan(spans[i], err)
+			spans[i] = nil
+		}
+	}
+	defer func() {
+		for i := range spans {
+			end(i, errors.New("batch abandoned"))
+		}
+	}()
 	var firstErr error
 	for i, rec := range recs {
-		msg, err := message(rec)
+		pctx, span := startPublish(ctx, r.tracer, rec, events.Subject(rec.Kind, rec.PartitionID, rec.Type))
+		spans[i] = span
+		msg, err := message(pctx, rec)
 		if err != nil {
 			// Unencodable is a bug upstream; keep it unsent and loud.
 			firstErr = errors.Join(firstErr, err)
+			end(i, err)
 			continue
 		}
 		f, err := r.js.PublishMsgAsync(msg, jetstream.WithMsgID(rec.EventID), jetstream.WithExpectStream(StreamName))
 		if err != nil {
-			firstErr = errors.Join(firstErr, fmt.Errorf("publish %s: %w", rec.EventID, err))
+			err = fmt.Errorf("publish %s: %w", rec.EventID, err)
+			firstErr = errors.Join(firstErr, err)
+			end(i, err)
 			continue
 		}
 		futures[i] = f
@@ -154,10 +179,15 @@ func (r *Relay) publish(ctx context.Context, recs []events.Record) ([]string, er
 			select {
 			case <-f.Ok():
 				ok = true
+				end(i, nil)
 			case err := <-f.Err():
-				firstErr = errors.Join(firstErr, fmt.Errorf("pub ack %s: %w", rec.EventID, err))
+				err = fmt.Errorf("pub ack %s: %w", rec.EventID, err)
+				firstErr = errors.Join(firstErr, err)
+				end(i, err)
 			case <-timeout.C:
-				firstErr = errors.Join(firstErr, fmt.Errorf("pub ack %s: %w", rec.EventID, context.DeadlineExceeded))
+				err := fmt.Errorf("pub ack %s: %w", rec.EventID, context.DeadlineExceeded)
+				firstErr = errors.Join(firstErr, err)
+				end(i, err)
 				// Every remaining future shares the expired deadline.
 				timeout.Reset(0)
 			case <-ctx.Done():
@@ -181,9 +211,10 @@ func (r *Relay) publish(ctx context.Context, recs []events.Record) ([]string, er
 }
 
 // message builds the NATS message of an outbox record: the CloudEvents
-// envelope as the body, the event id as Nats-Msg-Id (broker dedup), and a
-// few headers so a consumer can route without decoding the body.
-func message(rec events.Record) (*nats.Msg, error) {
+// envelope as the body, the event id as Nats-Msg-Id (broker dedup), a few
+// headers so a consumer can route without decoding the body, and the trace
+// context of ctx (traceparent, tracestate) when it carries a span.
+func message(ctx context.Context, rec events.Record) (*nats.Msg, error) {
 	body, err := json.Marshal(events.FromRecord(rec))
 	if err != nil {
 		return nil, fmt.Errorf("encode event %s: %w", rec.EventID, err)
@@ -194,5 +225,6 @@ func message(rec events.Record) (*nats.Msg, error) {
 	msg.Header.Set("Ce-Id", rec.EventID)
 	msg.Header.Set("Ce-Type", rec.Type)
 	msg.Header.Set("Berth-Aggregate-Version", strconv.FormatInt(rec.AggregateVersion, 10))
+	injectHeaders(ctx, msg.Header)
 	return msg, nil
 }
