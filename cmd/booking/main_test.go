@@ -57,13 +57,30 @@ func (s *syncBuffer) String() string {
 // stops when the test ends, if the test did not stop it.
 func startService(t *testing.T) *service {
 	t.Helper()
-	// This test's service talks to its own database only: no NATS relay,
-	// no trace export to whatever collector the shell points at.
+	return startServiceWith(t, serviceOptions{})
+}
+
+// serviceOptions adjust startServiceWith; zero values are startService's.
+type serviceOptions struct {
+	natsURL string                      // BERTH_NATS_URL: the outbox relay runs
+	spans   *tracetest.InMemoryExporter // where the service's spans go (a new exporter)
+}
+
+func startServiceWith(t *testing.T, opts serviceOptions) *service {
+	t.Helper()
+	// This test's service talks to its own database (and NATS, if given)
+	// only: no trace export to whatever collector the shell points at.
 	for _, v := range []string{"BERTH_NATS_URL", "BERTH_REDIS_URL", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"} {
 		t.Setenv(v, "")
 	}
+	if opts.natsURL != "" {
+		t.Setenv("BERTH_NATS_URL", opts.natsURL)
+	}
 	db, url := dbtest.New(t, postgres.Options{})
-	spans := tracetest.NewInMemoryExporter()
+	spans := opts.spans
+	if spans == nil {
+		spans = tracetest.NewInMemoryExporter()
+	}
 	cfg := serveConfig{
 		Region: "us-east", Addr: "127.0.0.1:0", DatabaseURL: url, TokenSecret: bookingtest.Secret,
 		Isolation: postgres.ReadCommitted, HoldTTL: 10 * time.Minute,
