@@ -10,6 +10,7 @@ import (
 	"github.com/berthhq/berth/internal/postgres"
 	"github.com/berthhq/berth/internal/rediscache"
 	"github.com/berthhq/berth/internal/reservation"
+	"github.com/berthhq/berth/internal/telemetry"
 )
 
 // cacheConfig is the read path's configuration.
@@ -52,7 +53,7 @@ func loadCacheConfig() (cacheConfig, error) {
 // wireCache wires the read path: follower reads for misses when configured
 // (CockroachDB only), and the regional Redis cache when BERTH_REDIS_URL is
 // set — public reads go through it, hotel writes invalidate it, and
-// w.api.Cache (a *rediscache.Cache) offers Events() for the event consumer.
+// w.api.Cache (a metered *rediscache.Cache) offers Events() for the event consumer.
 // Redis being down at start is not an error: reads fall back to the database.
 //
 // Environment: BERTH_REDIS_URL, BERTH_CACHE_TTL (30s), BERTH_CACHE_TIMEOUT
@@ -91,7 +92,7 @@ func wireCache(ctx context.Context, w *wiring) error {
 	if err := c.Ping(ctx); err != nil {
 		w.log.Warn("redis cache not reachable at start; reads fall back to the database", "err", err)
 	}
-	w.api.Cache = c
+	w.api.Cache = meteredCache{Cache: c, tel: w.tel}
 	w.log.Info("regional read cache on", "ttl", cfg.TTL.String(), "timeout", cfg.Timeout.String())
 	return nil
 }
@@ -109,4 +110,24 @@ func (f followerReads) Availability(ctx context.Context, hotelID string, stay re
 
 func (f followerReads) SearchHotels(ctx context.Context, q postgres.HotelSearch) (postgres.SearchPage, error) {
 	return f.reads.SearchHotels(ctx, q)
+}
+
+// meteredCache records every cached read as a hit or a miss
+// (berth_cache_requests_total; the hit ratio is hits over the total).
+type meteredCache struct {
+	*rediscache.Cache
+	tel *telemetry.Telemetry
+}
+
+func (m meteredCache) Fetch(ctx context.Context, kind, partitionID, name string, ttl time.Duration,
+	load func(context.Context) ([]byte, error)) ([]byte, bool, error) {
+	body, hit, err := m.Cache.Fetch(ctx, kind, partitionID, name, ttl, load)
+	if err == nil && m.tel != nil {
+		result := "miss"
+		if hit {
+			result = "hit"
+		}
+		m.tel.CacheResult(ctx, kind, result)
+	}
+	return body, hit, err
 }

@@ -59,7 +59,9 @@ func wireEvents(ctx context.Context, w *wiring) error {
 	// The region's cache (when configured) drops a partition's cached reads
 	// on each of its events, whichever region wrote them.
 	var inv natsbus.Invalidator = natsbus.NoopInvalidator{}
-	if c, ok := w.api.Cache.(*rediscache.Cache); ok {
+	if c, ok := w.api.Cache.(interface {
+		Events() rediscache.EventInvalidator
+	}); ok {
 		inv = c.Events()
 	}
 	w.runners = append(w.runners,
