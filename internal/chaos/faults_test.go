@@ -137,13 +137,18 @@ func (s *stack) relayKillFault() fault {
 
 // streamCount returns how many hotel events the stream holds.
 func streamCount(ctx context.Context, js jetstream.JetStream) (int64, error) {
+	return subjectCount(ctx, js, "berth.hotel.>")
+}
+
+// subjectCount returns how many messages of the stream match filter.
+func subjectCount(ctx context.Context, js jetstream.JetStream, filter string) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	st, err := js.Stream(ctx, "BERTH_EVENTS")
 	if err != nil {
 		return 0, err
 	}
-	info, err := st.Info(ctx, jetstream.WithSubjectFilter("berth.hotel.>"))
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(filter))
 	if err != nil {
 		return 0, err
 	}
