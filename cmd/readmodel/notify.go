@@ -113,7 +113,8 @@ func startNotifications(ctx context.Context, cfg serveConfig, db *postgres.DB, j
 	refunder := &payments.Refunder{Provider: postgres.NewDevPaymentProvider(db), Log: log}
 	start("refunds", func(ctx context.Context) error {
 		return natsbus.Consume(ctx, js, natsbus.ConsumerConfig{Durable: payments.RefundsConsumer, MaxDeliver: cfg.MaxDeliver,
-			Filters: []string{"berth.*.*.refund_requested"}, Workers: 2, Log: log}, envelopeHandler(refunder.Apply))
+			Filters: []string{"berth.*.*.refund_requested"}, Workers: 2, Log: log, Transient: postgres.IsTransient},
+			envelopeHandler(refunder.Apply))
 	})
 	if cfg.Notify.Sender == "none" {
 		return nil
@@ -125,7 +126,7 @@ func startNotifications(ctx context.Context, cfg serveConfig, db *postgres.DB, j
 	n := notify.New(db, senders, log)
 	start("notify", func(ctx context.Context) error {
 		return natsbus.Consume(ctx, js, natsbus.ConsumerConfig{Durable: notify.ConsumerName, MaxDeliver: cfg.MaxDeliver,
-			Workers: 4, Log: log}, envelopeHandler(n.Apply))
+			Workers: 4, Log: log, Transient: postgres.IsTransient}, envelopeHandler(n.Apply))
 	})
 	start("notify-dispatch", func(ctx context.Context) error {
 		interval := cfg.Notify.DispatchInterval

@@ -177,17 +177,11 @@ func (rep *report) audit(t *testing.T, ctx context.Context, s *stack, l *load, m
 	ok, took, last := readModelConvergence(ctx, s.bin, s.pg.url("berth"), m.ConvergeIn)
 	rep.ReadModel = fmt.Sprintf("%s after %s", last, took.Round(100*time.Millisecond))
 	dead := deadLetters(ctx, s.nats.addr())
-	if !ok && dead > 0 && !longMode() {
-		// Known bug (docs/RELIABILITY.md, finding 1): the read model
-		// dead-letters events when its own database is unreachable, and the
-		// view then never converges. The short suite runs inside `make test`
-		// for everyone, so there it reports the divergence loudly instead of
-		// failing; `make chaos` fails on it.
-		info("read model converges (readmodel verify)", fmt.Sprintf("KNOWN BUG: %d event(s) dead-lettered by the read model during database faults; %s", dead, rep.ReadModel))
-		t.Logf("KNOWN BUG (docs/RELIABILITY.md finding 1): the read model dead-lettered %d event(s) during database faults and did not converge; make chaos fails on this", dead)
-	} else {
-		add("read model converges (readmodel verify)", ok, rep.ReadModel)
-	}
+	// A dependency outage never dead-letters a good event (transient
+	// failures are retried for as long as they last), so the view must
+	// converge in both the short and the long suite.
+	add("read model converges (readmodel verify)", ok, rep.ReadModel)
+	add("no read-model dead letters", dead == 0, fmt.Sprintf("%d event(s) dead-lettered by the read model", dead))
 	rep.DeadLetters = dead
 
 	if n, err := redisKeys(s.redis); err == nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strconv"
 	"sync"
 	"time"
@@ -49,6 +50,18 @@ type ConsumerConfig struct {
 	// TracerProvider makes the consumer spans of traced messages (default
 	// the global provider).
 	TracerProvider trace.TracerProvider
+	// Transient tells a failure of the consumer's own dependencies (its
+	// database down, a timeout) from a failure of the message. A transient
+	// failure is retried for as long as it lasts and never counts toward
+	// dead-lettering: an outage must not turn good events into dead
+	// letters. Default: context deadlines and network errors only.
+	Transient func(error) bool
+}
+
+// transient is the default Transient: deadlines and network errors.
+func transient(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne)
 }
 
 // Consume runs a durable pull consumer until ctx ends; messages in flight
@@ -80,12 +93,13 @@ func Consume(ctx context.Context, js jetstream.JetStream, cfg ConsumerConfig, h 
 	}
 	log := cfg.Log.With("consumer", cfg.Durable)
 	tr := tracer(cfg.TracerProvider)
+	fails := &failureCounts{}
 	work := make(chan jetstream.Msg)
 	var wg sync.WaitGroup
 	for range cfg.Workers {
 		wg.Go(func() {
 			for msg := range work {
-				handle(context.WithoutCancel(ctx), js, cfg, log, tr, h, msg)
+				handle(context.WithoutCancel(ctx), js, cfg, log, tr, h, msg, fails)
 			}
 		})
 	}
@@ -173,10 +187,12 @@ func EnsureConsumer(ctx context.Context, js jetstream.JetStream, cfg ConsumerCon
 		FilterSubjects: filters,
 		AckPolicy:      jetstream.AckExplicitPolicy,
 		AckWait:        cfg.AckWait,
-		// The handler dead-letters a message at MaxDeliver; the server's
-		// bound is a little higher so that a message whose dead-lettering
-		// failed (NATS flapping) is offered again rather than dropped.
-		MaxDeliver:    maxDeliver + 3,
+		// The handler dead-letters a message that failed MaxDeliver times
+		// on its own account; the server never gives up on a message, so
+		// one that fails only because a dependency is down (transient), or
+		// whose dead-lettering failed, keeps coming back until it is
+		// handled.
+		MaxDeliver:    -1,
 		MaxAckPending: 1000,
 	}
 	if cfg.DeliverNew {
@@ -198,10 +214,12 @@ func EnsureConsumer(ctx context.Context, js jetstream.JetStream, cfg ConsumerCon
 // handle runs h on one delivery, under a consumer span continuing the trace
 // in the message's headers, and acks, retries or dead-letters it.
 func handle(ctx context.Context, js jetstream.JetStream, cfg ConsumerConfig, log *slog.Logger, tr trace.Tracer,
-	h Handler, msg jetstream.Msg) {
+	h Handler, msg jetstream.Msg, fails *failureCounts) {
 	m := Message{Subject: msg.Subject(), Data: msg.Data(), Delivered: 1}
+	var seq uint64
 	if md, err := msg.Metadata(); err == nil {
 		m.Delivered = md.NumDelivered
+		seq = md.Sequence.Stream
 	}
 	m.Event, m.DecodeErr = events.Decode(m.Data)
 	ctx, span := startConsume(ctx, tr, cfg.Durable, msg.Headers(), m)
@@ -216,13 +234,23 @@ func handle(ctx context.Context, js jetstream.JetStream, cfg ConsumerConfig, log
 		return h(ctx, m)
 	}()
 	if err == nil {
+		fails.forget(seq)
 		if err := msg.Ack(); err != nil {
 			// The effect is recorded; a redelivery will be a no-op.
 			log.Warn("ack failed", "subject", m.Subject, "err", err)
 		}
 		return
 	}
-	if m.Delivered < uint64(cfg.MaxDeliver) {
+	isTransient := cfg.Transient
+	if isTransient == nil {
+		isTransient = transient
+	}
+	if isTransient(err) {
+		log.WarnContext(ctx, "dependency failure; will retry", "subject", m.Subject, "delivered", m.Delivered, "err", err)
+		_ = msg.NakWithDelay(cfg.Retry(m.Delivered))
+		return
+	}
+	if failures := fails.inc(seq); failures < uint64(cfg.MaxDeliver) {
 		log.WarnContext(ctx, "handler failed; will retry", "subject", m.Subject, "delivered", m.Delivered, "err", err)
 		_ = msg.NakWithDelay(cfg.Retry(m.Delivered))
 		return
@@ -233,7 +261,34 @@ func handle(ctx context.Context, js jetstream.JetStream, cfg ConsumerConfig, log
 		return
 	}
 	log.ErrorContext(ctx, "message dead-lettered", "subject", m.Subject, "delivered", m.Delivered, "err", err)
+	fails.forget(seq)
 	_ = msg.Ack()
+}
+
+// failureCounts counts, per stream sequence, the deliveries of a message
+// that failed on its own account (not transiently), so that an outage of a
+// dependency never brings a good message closer to the dead-letter subject.
+// Counts live in this process: a restart gives a message its full budget
+// again, which errs on the side of retrying.
+type failureCounts struct {
+	mu sync.Mutex
+	n  map[uint64]uint64
+}
+
+func (f *failureCounts) inc(seq uint64) uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.n == nil {
+		f.n = map[uint64]uint64{}
+	}
+	f.n[seq]++
+	return f.n[seq]
+}
+
+func (f *failureCounts) forget(seq uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.n, seq)
 }
 
 // deadLetter publishes a copy of msg to berth.dlq.<consumer>.… with the

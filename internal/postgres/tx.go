@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/berthhq/berth/internal/berth"
@@ -143,12 +147,48 @@ func classify(err error) error {
 	if errors.Is(err, berth.ErrUnknownOutcome) {
 		return &berth.Error{Code: berth.CodeUnavailable, Detail: "the outcome is unknown; retry with the same Idempotency-Key", RetryAfter: 1, Err: err}
 	}
-	var connErr *pgconn.ConnectError
-	if errors.As(err, &connErr) || pgconn.SafeToRetry(err) {
-		return &berth.Error{Code: berth.CodeUnavailable, Detail: "the database is unavailable", RetryAfter: 2, Err: err}
+	if IsTransient(err) {
+		// The connection broke, the server restarts, a deadline passed: the
+		// request did not fail, the database did. The client retries (with
+		// the same Idempotency-Key, so a write that did commit replays).
+		return &berth.Error{Code: berth.CodeUnavailable, Detail: "the database is unavailable; retry shortly", RetryAfter: 2, Err: err}
 	}
 	return err
 }
 
 // errRetry marks an error after which the whole transaction may run again.
 var errRetry = &pgconn.PgError{Code: "40001", Message: "retry transaction"}
+
+// IsTransient reports whether err says the database could not be reached
+// or could not finish in time — a failure that goes away by itself (a
+// restart, a network blip, contention), as opposed to one caused by the
+// request. Event consumers retry transient failures for as long as they
+// last instead of dead-lettering the event.
+func IsTransient(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, berth.ErrUnknownOutcome) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
+		return true
+	}
+	var (
+		connErr *pgconn.ConnectError
+		netErr  net.Error
+	)
+	if errors.As(err, &connErr) || errors.As(err, &netErr) || pgconn.SafeToRetry(err) || pgconn.Timeout(err) {
+		return true
+	}
+	code := sqlState(err)
+	switch {
+	case code == "":
+		return false
+	case strings.HasPrefix(code, "08"), // connection exceptions
+		strings.HasPrefix(code, "53"),  // insufficient resources
+		strings.HasPrefix(code, "57P"), // admin shutdown, crash shutdown, cannot connect now
+		code == "40001", code == "40P01", code == "55P03", code == "57014":
+		return true
+	}
+	return false
+}
