@@ -19,10 +19,24 @@ import (
 // locking the nights in ascending date order first. It returns the nights it
 // took; fewer than the stay's nights means some lacked rooms (or were not
 // loaded), and the caller must give the taken ones back or roll back.
+//
+// The precheck reads the committed state without locking: when it already
+// shows a night short of rooms, no lock is taken and nothing is waited for,
+// so in a flash sale the losers who arrive after the last room went answer at
+// once instead of queueing on the hot row. Rejecting on a committed snapshot
+// is safe (it can only refuse, never oversell); a request that passes the
+// precheck still decides under the lock, where the UPDATE re-evaluates the
+// limit against the latest row.
 const takeNightsSQL = `
-WITH locked AS (
+WITH precheck AS (
+    SELECT count(*) = $7 AS ok FROM room_inventory
+    WHERE hotel_id = $1 AND room_type_id = $2 AND night >= $3 AND night < $4
+      AND reserved + $5 <= sell_limit
+),
+locked AS (
     SELECT night FROM room_inventory
     WHERE hotel_id = $1 AND room_type_id = $2 AND night >= $3 AND night < $4
+      AND (SELECT ok FROM precheck)
     ORDER BY night
     FOR UPDATE
 )
@@ -56,7 +70,7 @@ type taken struct {
 
 func takeNights(ctx context.Context, tx pgx.Tx, hotelID, roomTypeID string, stay reservation.Stay, qty int, ttl time.Duration) (taken, error) {
 	var t taken
-	rows, err := tx.Query(ctx, takeNightsSQL, hotelID, roomTypeID, stay.CheckIn.Time(), stay.CheckOut.Time(), qty, ttl.Microseconds())
+	rows, err := tx.Query(ctx, takeNightsSQL, hotelID, roomTypeID, stay.CheckIn.Time(), stay.CheckOut.Time(), qty, ttl.Microseconds(), stay.Nights())
 	if err != nil {
 		return t, fmt.Errorf("take nights: %w", err)
 	}
@@ -89,6 +103,34 @@ func takeAllNights(ctx context.Context, tx pgx.Tx, hotelID, roomTypeID string, s
 	got := map[string]bool{}
 	for _, n := range t.nights {
 		got[reservation.DateOf(n).String()] = true
+	}
+	if len(t.nights) == 0 {
+		// Nothing taken (the precheck refused): name the nights that lack
+		// rooms from the committed state, without locks.
+		rows, err := tx.Query(ctx, `SELECT night FROM room_inventory
+			WHERE hotel_id = $1 AND room_type_id = $2 AND night >= $3 AND night < $4 AND reserved + $5 <= sell_limit`,
+			hotelID, roomTypeID, stay.CheckIn.Time(), stay.CheckOut.Time(), qty)
+		if err != nil {
+			return t, fmt.Errorf("read nights: %w", err)
+		}
+		for rows.Next() {
+			var night time.Time
+			if err := rows.Scan(&night); err != nil {
+				rows.Close()
+				return t, fmt.Errorf("read nights: %w", err)
+			}
+			got[reservation.DateOf(night).String()] = true
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return t, fmt.Errorf("read nights: %w", err)
+		}
+		if len(got) == stay.Nights() {
+			// Rooms came back between the two reads: nothing failed for
+			// good, but this request lost its turn; answer sold out for the
+			// night it could not take rather than retrying silently.
+			got = map[string]bool{}
+		}
 	}
 	failed := []string{}
 	for _, d := range stay.Dates() {
