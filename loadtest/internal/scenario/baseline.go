@@ -153,6 +153,9 @@ func (e *Env) RunBaseline(ctx context.Context, o Baseline) (*report.Report, erro
 			}
 		})
 	}
+	if o.Mode == "both" {
+		e.settle(ctx)
+	}
 	if o.Mode != "sql" && e.Client != nil {
 		run("hold_http", func(ctx context.Context, h seed.Hotel, rt string, in time.Time, guest string) (string, string) {
 			resp, err := e.Client.Do(ctx, client.Request{Region: h.Region, Method: http.MethodPost, Path: "/v1/hotels/" + h.ID + "/reservations",
@@ -186,4 +189,26 @@ func progressOf(e *Env) ioWriter {
 		return nil
 	}
 	return e.Log
+}
+
+// settle waits, between the two phases, until the events of the first one
+// are relayed and consumed (bounded to a minute): otherwise the second phase
+// shares the machine with the first phase's relaying, projection and
+// notifications, and the ratio measures that, not the two paths.
+func (e *Env) settle(ctx context.Context) {
+	if e.DB == nil {
+		return
+	}
+	start := time.Now()
+	deadline := start.Add(time.Minute)
+	var unsent int64
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if err := e.DB.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE sent_at IS NULL`).Scan(&unsent); err != nil || unsent == 0 {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// Consumers trail the relay by moments; give them those.
+	time.Sleep(3 * time.Second)
+	e.logf("baseline: settled after %s (%d events still unsent)", time.Since(start).Round(100*time.Millisecond), unsent)
 }
