@@ -32,6 +32,8 @@ type platformOptions struct {
 	// transport, when set, replaces the routers' upstream transport.
 	transport func(region string) http.RoundTripper
 	readModel string
+	// cache, when set, gives every booking service this regional cache.
+	cache httpapi.Cache
 }
 
 func startPlatform(t testing.TB, o platformOptions) *platform {
@@ -43,6 +45,9 @@ func startPlatform(t testing.TB, o platformOptions) *platform {
 	for _, region := range berth.Regions {
 		env := bookingtest.StartOn(t, db, url, bookingtest.Options{Region: region, Configure: func(c *httpapi.Config, s *postgres.Store) {
 			c.Placements = postgres.NewPlacements(s.DB())
+			if o.cache != nil {
+				c.Cache = o.cache
+			}
 		}})
 		p.bookings[region] = env
 		urls[region] = env.URL
