@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/berthhq/berth/internal/appointment"
 	"github.com/berthhq/berth/internal/berth"
 	"github.com/berthhq/berth/internal/config"
 	"github.com/berthhq/berth/internal/httpapi"
@@ -39,8 +40,8 @@ func newCacheWarmCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "warm --hotel ID… [--clinic ID…] [--days N]",
 		Short: "Pre-load availability of partitions into the region's cache before an opening",
-		Long: `warm loads the one-night availability of each hotel for the next --days days
-into the region's Redis, under the keys the booking service reads, so the first
+		Long: `warm loads the one-night availability of each hotel, and the slot list of every
+doctor of each clinic, for the next --days days into the region's Redis, under the keys the booking service reads, so the first
 wave of an opening is served from the cache. Entries are invalidated by writes
 and events like any other; they expire after --ttl (default BERTH_CACHE_TTL), so
 run it shortly before the opening or with a longer --ttl.
@@ -93,10 +94,11 @@ func (c *warmConfig) validate() error {
 		}
 		c.Hotels[i] = strings.ToLower(id)
 	}
-	if len(c.Clinics) > 0 {
-		// Slot lists are cached once the clinic slot route reads through
-		// the cache (httpapi cachedRead); until then there is nothing to warm.
-		errs = append(errs, "--clinic: the clinic slot listing is not cached yet in this build")
+	for i, id := range c.Clinics {
+		if !httpapi.ValidID(id) {
+			errs = append(errs, fmt.Sprintf("--clinic %q: not an id", id))
+		}
+		c.Clinics[i] = strings.ToLower(id)
 	}
 	if c.Days < 1 || c.Days > reservation.SaleWindowDays {
 		errs = append(errs, fmt.Sprintf("--days: 1 to %d", reservation.SaleWindowDays))
@@ -145,6 +147,35 @@ func warm(ctx context.Context, c warmConfig, stdout io.Writer) error {
 			}
 		}
 		fmt.Fprintf(stdout, "hotel %s: %d nights loaded, %d already cached (region %s, ttl %s)\n", hotelID, loaded, present, c.Region, c.TTL)
+	}
+	clinics := postgres.NewClinicStore(store, 0)
+	for _, clinicID := range c.Clinics {
+		detail, err := clinics.GetClinicDetail(ctx, clinicID)
+		if err != nil {
+			return fmt.Errorf("clinic %s: %w", clinicID, err)
+		}
+		loc, err := time.LoadLocation(detail.Timezone)
+		if err != nil {
+			return fmt.Errorf("clinic %s: time zone %q: %w", clinicID, detail.Timezone, err)
+		}
+		// Days are the clinic's local days: the slot route is asked by local date.
+		localToday := appointment.DateOf(time.Now().In(loc))
+		var loaded, present int
+		for _, doc := range detail.Doctors {
+			for d := range c.Days {
+				hit, err := httpapi.WarmSlots(ctx, cache, clinics, clinicID, doc.ID, localToday.AddDays(d))
+				if err != nil {
+					return fmt.Errorf("warm clinic %s doctor %s: %w", clinicID, doc.ID, err)
+				}
+				if hit {
+					present++
+				} else {
+					loaded++
+				}
+			}
+		}
+		fmt.Fprintf(stdout, "clinic %s: %d doctors × %d days: %d slot lists loaded, %d already cached (region %s, ttl %s)\n",
+			clinicID, len(detail.Doctors), c.Days, loaded, present, c.Region, c.TTL)
 	}
 	if s := cache.Stats(); s.Errors > 0 {
 		return fmt.Errorf("redis: %d calls failed while warming; entries may be missing", s.Errors)

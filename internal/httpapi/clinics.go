@@ -301,6 +301,6 @@ func (s *Server) listSlots(w http.ResponseWriter, r *http.Request) error {
 	}
 	// Seconds-stale slot lists are fine (a hold decides in the database);
 	// clinic writes invalidate them, and the TTL bounds what is missed.
-	return s.cachedRead(w, r, string(berth.KindClinic), clinicID, "slots:"+doctorID+":"+day.String(), 0,
+	return s.cachedRead(w, r, string(berth.KindClinic), clinicID, slotsName(doctorID, day), 0,
 		func(ctx context.Context) (any, error) { return s.cfg.Clinics.ListSlots(ctx, clinicID, doctorID, day) })
 }

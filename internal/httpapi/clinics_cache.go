@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 
+	"github.com/berthhq/berth/internal/appointment"
 	"github.com/berthhq/berth/internal/berth"
 )
 
@@ -41,3 +42,22 @@ func (r *statusRecorder) WriteHeader(code int) {
 
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// slotsName is the cache name of a doctor's slot list of one local day.
+func slotsName(doctorID string, day appointment.Date) string {
+	return "slots:" + doctorID + ":" + day.String()
+}
+
+// SlotLister reads a doctor's slots of one local day.
+type SlotLister interface {
+	ListSlots(ctx context.Context, clinicID, doctorID string, day appointment.Date) (appointment.SlotList, error)
+}
+
+// WarmSlots loads a doctor's slot list of one day into the cache under the
+// very key and encoding the slot route reads (`booking cache warm --clinic`).
+// It reports whether the entry was there already.
+func WarmSlots(ctx context.Context, c Cache, clinics SlotLister, clinicID, doctorID string, day appointment.Date) (bool, error) {
+	_, hit, err := fetchJSON(ctx, c, string(berth.KindClinic), clinicID, slotsName(doctorID, day), 0,
+		func(ctx context.Context) (any, error) { return clinics.ListSlots(ctx, clinicID, doctorID, day) })
+	return hit, err
+}
