@@ -178,8 +178,13 @@ write_env() {
 			echo "export BERTH_GUEST_TOKEN='$("$BIN/booking" token --sub guest-demo --role guest --ttl 720h)'"
 		} >>"$f"
 		if has_command readmodel partners; then
-			local key
-			key="$("$BIN/readmodel" partners create --name dev-partner --quiet 2>/dev/null || true)"
+			# One development partner, created once and kept in .local/partner-key.
+			local key=""
+			[[ -s "$LOCAL/partner-key" ]] && key="$(cat "$LOCAL/partner-key")"
+			if [[ -z "$key" ]]; then
+				key="$("$BIN/readmodel" partners create --name dev-partner --quiet 2>/dev/null || true)"
+				if [[ -n "$key" ]]; then (umask 077 && echo "$key" >"$LOCAL/partner-key"); fi
+			fi
 			if [[ -n "$key" ]]; then echo "export BERTH_PARTNER_API_KEY='$key'" >>"$f"; fi
 		fi
 	fi
