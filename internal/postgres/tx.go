@@ -37,7 +37,16 @@ func (db *DB) InTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	opts := pgx.TxOptions{IsoLevel: db.opts.Isolation.pgx()}
 	if db.Engine == EngineCockroach {
 		ctx = crdb.WithMaxRetries(ctx, db.opts.MaxRetries)
-		return crdbpgx.ExecuteTx(ctx, db.Pool, opts, fn)
+		// crdbpgx runs fn once per attempt and only retries 40001, so every
+		// run after the first is a retry of that kind (counted for metrics).
+		attempts := 0
+		return crdbpgx.ExecuteTx(ctx, db.Pool, opts, func(tx pgx.Tx) error {
+			if attempts > 0 && db.onRetry != nil {
+				db.onRetry(errRetry)
+			}
+			attempts++
+			return fn(tx)
+		})
 	}
 	backoff := 2 * time.Millisecond
 	for attempt := 0; ; attempt++ {
