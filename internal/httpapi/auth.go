@@ -50,12 +50,13 @@ func (s *Server) requireRole(r *http.Request, roles ...berth.Role) (berth.Princi
 }
 
 // forGuest returns an authorize func checking p may act on a guest's
-// reservations in a partition.
+// reservations or appointments in a partition (the one ownership rule of
+// every reservation and appointment route).
 func forGuest(p berth.Principal, partitionID string) func(guestID string) error {
 	return func(guestID string) error {
 		if p.MayActForGuest(partitionID, guestID) {
 			return nil
 		}
-		return berth.Errorf(berth.CodeForbidden, "this reservation belongs to another guest")
+		return berth.Errorf(berth.CodeForbidden, "this booking belongs to another guest")
 	}
 }

@@ -162,21 +162,11 @@ func (s *Server) getAppointment(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := forAppointment(p, clinicID)(a.GuestID); err != nil {
+	if err := forGuest(p, clinicID)(a.GuestID); err != nil {
 		return err
 	}
 	WriteJSON(w, http.StatusOK, a)
 	return nil
-}
-
-// forAppointment checks p may act on a guest's appointments in a clinic.
-func forAppointment(p berth.Principal, clinicID string) func(guestID string) error {
-	return func(guestID string) error {
-		if p.MayActForGuest(clinicID, guestID) {
-			return nil
-		}
-		return berth.Errorf(berth.CodeForbidden, "this appointment belongs to another guest")
-	}
 }
 
 // appointmentWrite reads what every appointment transition needs.
@@ -213,7 +203,7 @@ func (s *Server) confirmAppointment(w http.ResponseWriter, r *http.Request) erro
 		return err
 	}
 	idem := &berth.Idem{Key: key, Hash: RequestHash("clinic-confirm:"+apptID, p.Subject, req), Render: render(http.StatusOK)}
-	resp, err := s.cfg.Clinics.Confirm(r.Context(), clinicID, apptID, req.PaymentRef, forAppointment(p, clinicID),
+	resp, err := s.cfg.Clinics.Confirm(r.Context(), clinicID, apptID, req.PaymentRef, forGuest(p, clinicID),
 		actorOf(p), staffChannel(p), idem)
 	if err != nil {
 		return err
@@ -231,7 +221,7 @@ func (s *Server) cancelAppointment(w http.ResponseWriter, r *http.Request) error
 		return err
 	}
 	idem := &berth.Idem{Key: key, Hash: RequestHash("clinic-cancel:"+apptID, p.Subject, nil), Render: render(http.StatusOK)}
-	resp, err := s.cfg.Clinics.Cancel(r.Context(), clinicID, apptID, forAppointment(p, clinicID), actorOf(p), staffChannel(p), idem)
+	resp, err := s.cfg.Clinics.Cancel(r.Context(), clinicID, apptID, forGuest(p, clinicID), actorOf(p), staffChannel(p), idem)
 	if err != nil {
 		return err
 	}
@@ -259,7 +249,7 @@ func (s *Server) rescheduleAppointment(w http.ResponseWriter, r *http.Request) e
 		return berth.Errorf(berth.CodeNotFound, "slot %q not found", truncate(req.SlotID, 64))
 	}
 	idem := &berth.Idem{Key: key, Hash: RequestHash("clinic-reschedule:"+apptID, p.Subject, req), Render: render(http.StatusOK)}
-	resp, err := s.cfg.Clinics.Reschedule(r.Context(), clinicID, apptID, strings.ToLower(req.SlotID), forAppointment(p, clinicID),
+	resp, err := s.cfg.Clinics.Reschedule(r.Context(), clinicID, apptID, strings.ToLower(req.SlotID), forGuest(p, clinicID),
 		actorOf(p), staffChannel(p), idem)
 	if err != nil {
 		return err
