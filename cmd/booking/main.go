@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -25,13 +26,18 @@ func main() {
 
 // exitCode: 2 for usage and configuration errors, 1 for everything else.
 func exitCode(err error) int {
-	if _, ok := err.(usageError); ok {
+	var u usageError
+	if errors.As(err, &u) {
 		return 2
 	}
 	return 1
 }
 
+// usageError marks bad flags, arguments or configuration: exit code 2, also
+// when it arrives wrapped.
 type usageError struct{ error }
+
+func (e usageError) Unwrap() error { return e.error }
 
 func newRootCmd() *cobra.Command {
 	root := &cobra.Command{

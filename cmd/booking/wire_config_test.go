@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -51,4 +53,19 @@ func TestPartConfigNamesTheVariable(t *testing.T) {
 			t.Errorf("cache defaults: %v", err)
 		}
 	})
+}
+
+// A usage error keeps exit code 2 when a caller wraps it.
+func TestExitCodeOfWrappedUsageError(t *testing.T) {
+	base := usageError{errors.New("BERTH_REGION: required")}
+	for err, want := range map[error]int{
+		base:                               2,
+		fmt.Errorf("serve: %w", base):      2,
+		errors.New("database: no route"):   1,
+		fmt.Errorf("x: %w", errViolations): 1,
+	} {
+		if got := exitCode(err); got != want {
+			t.Errorf("exitCode(%v) = %d, want %d", err, got, want)
+		}
+	}
 }
