@@ -255,6 +255,17 @@ func apptHint(ctx context.Context, q querier, clinicID, apptID string) (appointm
 
 // lockAppointment locks an appointment whose slot the caller has locked and
 // checks it is still on that slot; if it moved, the transaction runs again.
+// lockSlotAndAppointment locks an appointment's slot, then the appointment
+// itself — the partition's lock order, slots before appointments.
+func lockSlotAndAppointment(ctx context.Context, tx pgx.Tx, clinicID, apptID, slotID string) (lockedSlot, appointment.Appointment, error) {
+	locked, err := lockSlots(ctx, tx, clinicID, slotID)
+	if err != nil {
+		return lockedSlot{}, appointment.Appointment{}, err
+	}
+	a, err := lockAppointment(ctx, tx, clinicID, apptID, slotID)
+	return locked[slotID], a, err
+}
+
 func lockAppointment(ctx context.Context, tx pgx.Tx, clinicID, apptID, slotID string) (appointment.Appointment, error) {
 	a, err := scanAppointment(tx.QueryRow(ctx,
 		`SELECT `+appointmentColumns+` FROM appointments WHERE clinic_id = $1 AND appointment_id = $2 FOR UPDATE`, clinicID, apptID))
@@ -298,12 +309,7 @@ func (c *ClinicStore) Confirm(ctx context.Context, clinicID, apptID, paymentRef 
 		if err := lockGuestDays(ctx, tx, clinicID, c.s.region, h.DoctorID, h.GuestID, []time.Time{day}); err != nil {
 			return nil, err
 		}
-		locked, err := lockSlots(ctx, tx, clinicID, h.SlotID)
-		if err != nil {
-			return nil, err
-		}
-		l := locked[h.SlotID]
-		a, err := lockAppointment(ctx, tx, clinicID, apptID, h.SlotID)
+		l, a, err := lockSlotAndAppointment(ctx, tx, clinicID, apptID, h.SlotID)
 		if err != nil {
 			return nil, err
 		}
@@ -404,12 +410,7 @@ func (c *ClinicStore) cancel(ctx context.Context, clinicID, apptID string, autho
 		if err := authorize(h.GuestID); err != nil {
 			return nil, err
 		}
-		locked, err := lockSlots(ctx, tx, clinicID, h.SlotID)
-		if err != nil {
-			return nil, err
-		}
-		l := locked[h.SlotID]
-		a, err := lockAppointment(ctx, tx, clinicID, apptID, h.SlotID)
+		l, a, err := lockSlotAndAppointment(ctx, tx, clinicID, apptID, h.SlotID)
 		if err != nil {
 			return nil, err
 		}
