@@ -16,22 +16,15 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// apiMDPath is where the contract lives: beside the repository, as in CI.
-// BERTH_API_MD overrides it.
+// apiMDPath is where the contract lives: docs/API.md in this repository.
 func apiMDPath() string {
-	if p := os.Getenv("BERTH_API_MD"); p != "" {
-		return p
-	}
-	return filepath.Join("..", "..", "shared", "API.md")
+	return filepath.Join("..", "docs", "API.md")
 }
 
-// readAPIMD returns API.md, skipping the test when it is not there.
+// readAPIMD returns docs/API.md; a missing contract fails the test.
 func readAPIMD(t *testing.T) string {
 	t.Helper()
 	b, err := os.ReadFile(apiMDPath())
-	if os.IsNotExist(err) {
-		t.Skipf("API.md not found at %s (CI checks it out beside the repo; set BERTH_API_MD to point elsewhere)", apiMDPath())
-	}
 	if err != nil {
 		t.Fatalf("read API.md: %v", err)
 	}
