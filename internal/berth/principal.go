@@ -37,14 +37,19 @@ func (p Principal) StaffOf(partitionID string) bool {
 	return p.Role == RoleStaff && slices.Contains(p.Partitions, partitionID)
 }
 
-// MayActForGuest reports whether p may act on reservations of guestID in the
-// given partition: the guest themselves, staff of that partition, or admin.
-func (p Principal) MayActForGuest(partitionID, guestID string) bool {
+// MayActForGuest reports whether p may act on the reservations or
+// appointments of guestID in a partition of the given kind, as API.md says:
+// the guest themselves or an admin everywhere; staff only in a clinic their
+// token names (the desk books, confirms, cancels and reschedules for
+// patients). Hotel reservations belong to the guest or an admin: the contract
+// gives hotel staff no role there, so a staff token never reads or changes
+// one, even with the hotel among its partitions.
+func (p Principal) MayActForGuest(kind Kind, partitionID, guestID string) bool {
 	switch p.Role {
 	case RoleGuest:
 		return p.Subject == guestID
 	case RoleStaff:
-		return p.StaffOf(partitionID)
+		return kind == KindClinic && p.StaffOf(partitionID)
 	case RoleAdmin:
 		return true
 	}

@@ -52,9 +52,9 @@ func (s *Server) requireRole(r *http.Request, roles ...berth.Role) (berth.Princi
 // forGuest returns an authorize func checking p may act on a guest's
 // reservations or appointments in a partition (the one ownership rule of
 // every reservation and appointment route).
-func forGuest(p berth.Principal, partitionID string) func(guestID string) error {
+func forGuest(p berth.Principal, kind berth.Kind, partitionID string) func(guestID string) error {
 	return func(guestID string) error {
-		if p.MayActForGuest(partitionID, guestID) {
+		if p.MayActForGuest(kind, partitionID, guestID) {
 			return nil
 		}
 		return berth.Errorf(berth.CodeForbidden, "this booking belongs to another guest")

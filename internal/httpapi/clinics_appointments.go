@@ -133,7 +133,7 @@ func (s *Server) holdAppointment(w http.ResponseWriter, r *http.Request) error {
 		}
 		hr.DoctorID = strings.ToLower(req.DoctorID)
 	}
-	if !p.MayActForGuest(clinicID, hr.GuestID) {
+	if !p.MayActForGuest(berth.KindClinic, clinicID, hr.GuestID) {
 		return berth.Errorf(berth.CodeForbidden, "a guest may book only for themselves")
 	}
 	resp, err := s.cfg.Clinics.Hold(r.Context(), hr,
@@ -162,7 +162,7 @@ func (s *Server) getAppointment(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := forGuest(p, clinicID)(a.GuestID); err != nil {
+	if err := forGuest(p, berth.KindClinic, clinicID)(a.GuestID); err != nil {
 		return err
 	}
 	WriteJSON(w, http.StatusOK, a)
@@ -203,7 +203,7 @@ func (s *Server) confirmAppointment(w http.ResponseWriter, r *http.Request) erro
 		return err
 	}
 	idem := &berth.Idem{Key: key, Hash: RequestHash("clinic-confirm:"+apptID, p.Subject, req), Render: render(http.StatusOK)}
-	resp, err := s.cfg.Clinics.Confirm(r.Context(), clinicID, apptID, req.PaymentRef, forGuest(p, clinicID),
+	resp, err := s.cfg.Clinics.Confirm(r.Context(), clinicID, apptID, req.PaymentRef, forGuest(p, berth.KindClinic, clinicID),
 		actorOf(p), staffChannel(p), idem)
 	if err != nil {
 		return err
@@ -221,7 +221,7 @@ func (s *Server) cancelAppointment(w http.ResponseWriter, r *http.Request) error
 		return err
 	}
 	idem := &berth.Idem{Key: key, Hash: RequestHash("clinic-cancel:"+apptID, p.Subject, nil), Render: render(http.StatusOK)}
-	resp, err := s.cfg.Clinics.Cancel(r.Context(), clinicID, apptID, forGuest(p, clinicID), actorOf(p), staffChannel(p), idem)
+	resp, err := s.cfg.Clinics.Cancel(r.Context(), clinicID, apptID, forGuest(p, berth.KindClinic, clinicID), actorOf(p), staffChannel(p), idem)
 	if err != nil {
 		return err
 	}
@@ -249,7 +249,7 @@ func (s *Server) rescheduleAppointment(w http.ResponseWriter, r *http.Request) e
 		return berth.Errorf(berth.CodeNotFound, "slot %q not found", truncate(req.SlotID, 64))
 	}
 	idem := &berth.Idem{Key: key, Hash: RequestHash("clinic-reschedule:"+apptID, p.Subject, req), Render: render(http.StatusOK)}
-	resp, err := s.cfg.Clinics.Reschedule(r.Context(), clinicID, apptID, strings.ToLower(req.SlotID), forGuest(p, clinicID),
+	resp, err := s.cfg.Clinics.Reschedule(r.Context(), clinicID, apptID, strings.ToLower(req.SlotID), forGuest(p, berth.KindClinic, clinicID),
 		actorOf(p), staffChannel(p), idem)
 	if err != nil {
 		return err

@@ -321,7 +321,9 @@ func (s *Server) hold(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	p, err := s.requireRole(r, berth.RoleGuest, berth.RoleStaff, berth.RoleAdmin)
+	// Hotel reservations are the guest's or an admin's (API.md); staff have
+	// no role here.
+	p, err := s.requireRole(r, berth.RoleGuest, berth.RoleAdmin)
 	if err != nil {
 		return err
 	}
@@ -354,7 +356,7 @@ func (s *Server) hold(w http.ResponseWriter, r *http.Request) error {
 	if !ValidID(req.RoomTypeID) {
 		return berth.Errorf(berth.CodeNotFound, "room type not found")
 	}
-	if !p.MayActForGuest(hotelID, guestID) {
+	if !p.MayActForGuest(berth.KindHotel, hotelID, guestID) {
 		return berth.Errorf(berth.CodeForbidden, "a guest may book only for themselves")
 	}
 	resp, err := s.cfg.Hotels.Hold(r.Context(), reservation.HoldRequest{
@@ -385,7 +387,7 @@ func (s *Server) getReservation(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := forGuest(p, hotelID)(res.GuestID); err != nil {
+	if err := forGuest(p, berth.KindHotel, hotelID)(res.GuestID); err != nil {
 		return err
 	}
 	WriteJSON(w, http.StatusOK, res)
@@ -413,7 +415,9 @@ func (s *Server) transition(w http.ResponseWriter, r *http.Request, confirm bool
 	if err != nil {
 		return err
 	}
-	p, err := s.requireRole(r, berth.RoleGuest, berth.RoleStaff, berth.RoleAdmin)
+	// Hotel reservations are the guest's or an admin's (API.md); staff have
+	// no role here.
+	p, err := s.requireRole(r, berth.RoleGuest, berth.RoleAdmin)
 	if err != nil {
 		return err
 	}
@@ -437,10 +441,10 @@ func (s *Server) transition(w http.ResponseWriter, r *http.Request, confirm bool
 	var resp berth.Response
 	if confirm {
 		idem := &berth.Idem{Key: key, Hash: RequestHash("confirm:"+resID, p.Subject, req), Render: render(http.StatusOK)}
-		resp, err = s.cfg.Hotels.Confirm(r.Context(), hotelID, resID, req.PaymentRef, forGuest(p, hotelID), idem)
+		resp, err = s.cfg.Hotels.Confirm(r.Context(), hotelID, resID, req.PaymentRef, forGuest(p, berth.KindHotel, hotelID), idem)
 	} else {
 		idem := &berth.Idem{Key: key, Hash: RequestHash("cancel:"+resID, p.Subject, nil), Render: render(http.StatusOK)}
-		resp, err = s.cfg.Hotels.Cancel(r.Context(), hotelID, resID, forGuest(p, hotelID), idem)
+		resp, err = s.cfg.Hotels.Cancel(r.Context(), hotelID, resID, forGuest(p, berth.KindHotel, hotelID), idem)
 	}
 	if err != nil {
 		return err
