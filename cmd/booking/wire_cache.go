@@ -10,6 +10,7 @@ import (
 	"github.com/berthhq/berth/internal/postgres"
 	"github.com/berthhq/berth/internal/rediscache"
 	"github.com/berthhq/berth/internal/reservation"
+	"github.com/berthhq/berth/internal/search"
 	"github.com/berthhq/berth/internal/telemetry"
 )
 
@@ -104,11 +105,14 @@ type followerReads struct {
 	reads *postgres.Store
 }
 
+// The hotel store answers hotel search (httpapi asks for it by interface).
+var _ httpapi.HotelSearcher = (*postgres.Store)(nil)
+
 func (f followerReads) Availability(ctx context.Context, hotelID string, stay reservation.Stay, roomTypeID string) (reservation.Availability, error) {
 	return f.reads.Availability(ctx, hotelID, stay, roomTypeID)
 }
 
-func (f followerReads) SearchHotels(ctx context.Context, q postgres.HotelSearch) (postgres.SearchPage, error) {
+func (f followerReads) SearchHotels(ctx context.Context, q search.Query) (search.Page, error) {
 	return f.reads.SearchHotels(ctx, q)
 }
 

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/berthhq/berth/internal/berth"
-	"github.com/berthhq/berth/internal/postgres"
 	"github.com/berthhq/berth/internal/reservation"
+	"github.com/berthhq/berth/internal/search"
 )
 
 // Cache is the regional read cache as the public reads see it
@@ -109,7 +109,7 @@ func (h invalidatingHotels) after(ctx context.Context, hotelID string, resp bert
 func (h invalidatingHotels) CreateHotel(ctx context.Context, v reservation.Hotel) (reservation.Hotel, error) {
 	v, err := h.HotelStore.CreateHotel(ctx, v)
 	if err == nil {
-		h.invalidate(ctx, "city", postgres.FoldCity(v.City))
+		h.invalidate(ctx, "city", search.FoldCity(v.City))
 	}
 	return v, err
 }
@@ -146,11 +146,11 @@ func (h invalidatingHotels) Cancel(ctx context.Context, hotelID, reservationID s
 }
 
 // SearchHotels passes search through to the wrapped store.
-func (h invalidatingHotels) SearchHotels(ctx context.Context, q postgres.HotelSearch) (postgres.SearchPage, error) {
+func (h invalidatingHotels) SearchHotels(ctx context.Context, q search.Query) (search.Page, error) {
 	if hs, ok := h.HotelStore.(HotelSearcher); ok {
 		return hs.SearchHotels(ctx, q)
 	}
-	return postgres.SearchPage{}, berth.Errorf(berth.CodeNotFound, "hotel search is not available")
+	return search.Page{}, berth.Errorf(berth.CodeNotFound, "hotel search is not available")
 }
 
 // withCache wires the cache into a config: writes through the hotel store

@@ -11,17 +11,15 @@ import (
 	"time"
 
 	"github.com/berthhq/berth/internal/berth"
-	"github.com/berthhq/berth/internal/postgres"
+	"github.com/berthhq/berth/internal/search"
 	"github.com/google/uuid"
 )
 
 // HotelSearcher is what hotel search needs from the store; the hotel store
 // serves it when it implements it.
 type HotelSearcher interface {
-	SearchHotels(ctx context.Context, q postgres.HotelSearch) (postgres.SearchPage, error)
+	SearchHotels(ctx context.Context, q search.Query) (search.Page, error)
 }
-
-var _ HotelSearcher = (*postgres.Store)(nil)
 
 const (
 	searchDefaultLimit = 20
@@ -35,8 +33,8 @@ const (
 )
 
 type searchResponse struct {
-	Hotels     []postgres.SearchHotel `json:"hotels"`
-	NextCursor *string                `json:"next_cursor"`
+	Hotels     []search.Hotel `json:"hotels"`
+	NextCursor *string        `json:"next_cursor"`
 }
 
 // searchHotels serves GET /v1/hotels?city=&check_in=&check_out=[&guests=]
@@ -60,7 +58,7 @@ func (s *Server) searchHotels(w http.ResponseWriter, r *http.Request) error {
 			f.Add(k, "unknown query parameter")
 		}
 	}
-	search := postgres.HotelSearch{
+	sq := search.Query{
 		City:   text(&f, "city", q.Get("city"), 100),
 		Stay:   s.parseStay(&f, q.Get("check_in"), q.Get("check_out")),
 		Guests: 1,
@@ -71,37 +69,37 @@ func (s *Server) searchHotels(w http.ResponseWriter, r *http.Request) error {
 		if err != nil || n < 1 || n > 50 {
 			f.Add("guests", "want 1 to 50")
 		}
-		search.Guests = n
+		sq.Guests = n
 	}
 	if v := q.Get("max_price_cents"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
 			f.Add("max_price_cents", "want a non-negative integer")
 		}
-		search.MaxPriceCents = &n
+		sq.MaxPriceCents = &n
 	}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > searchMaxLimit {
 			f.Add("limit", "want 1 to 100")
 		}
-		search.Limit = n
+		sq.Limit = n
 	}
 	if err := f.Err(); err != nil {
 		return err
 	}
-	city := postgres.FoldCity(search.City)
+	city := search.FoldCity(sq.City)
 	fp := searchFingerprint(city, q)
 	if c := q.Get("cursor"); c != "" {
 		after, ok := decodeCursor(c, fp)
 		if !ok {
 			return berth.Invalid(berth.FieldError{Field: "cursor", Message: "not a cursor of this search"})
 		}
-		search.After = after
+		sq.After = after
 	}
-	name := "search:" + fp + ":" + strconv.Itoa(search.Limit) + ":" + search.After
+	name := "search:" + fp + ":" + strconv.Itoa(sq.Limit) + ":" + sq.After
 	return s.cachedRead(w, r, "city", city, name, searchTTL, func(ctx context.Context) (any, error) {
-		page, err := searcher.SearchHotels(ctx, search)
+		page, err := searcher.SearchHotels(ctx, sq)
 		if err != nil {
 			return nil, err
 		}

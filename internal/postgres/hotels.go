@@ -8,6 +8,7 @@ import (
 
 	"github.com/berthhq/berth/internal/berth"
 	"github.com/berthhq/berth/internal/reservation"
+	"github.com/berthhq/berth/internal/search"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -19,7 +20,7 @@ func (s *Store) CreateHotel(ctx context.Context, h reservation.Hotel) (reservati
 		b.Queue(`INSERT INTO placements (kind, partition_id, home_region) VALUES ('hotel', $1, $2)`, h.ID, h.HomeRegion)
 		b.Queue(`INSERT INTO hotels (hotel_id, home_region, name, city, city_key, country, timezone)
 			VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING created_at`,
-			h.ID, h.HomeRegion, h.Name, h.City, FoldCity(h.City), h.Country, h.Timezone)
+			h.ID, h.HomeRegion, h.Name, h.City, search.FoldCity(h.City), h.Country, h.Timezone)
 		br := tx.SendBatch(ctx, b)
 		if _, err := br.Exec(); err != nil {
 			br.Close()

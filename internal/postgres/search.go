@@ -5,48 +5,8 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/berthhq/berth/internal/reservation"
+	"github.com/berthhq/berth/internal/search"
 )
-
-// HotelSearch asks for the hotels of a city with a room type that can take
-// Guests for every night of Stay at no more than MaxPriceCents.
-type HotelSearch struct {
-	City          string // as the guest typed it; folded with FoldCity
-	Stay          reservation.Stay
-	Guests        int    // at least 1
-	MaxPriceCents *int64 // nil: no limit
-	// After is the keyset cursor: only hotels with a greater id ("" for the
-	// first page). Pages are ordered by hotel_id, so a hotel is never listed
-	// twice across pages and no hotel that qualifies throughout is skipped,
-	// whatever happens to inventory between pages.
-	After string
-	Limit int
-}
-
-// SearchHotel is one hotel of a search page with its qualifying room types.
-type SearchHotel struct {
-	ID        string           `json:"hotel_id"`
-	Name      string           `json:"name"`
-	City      string           `json:"city"`
-	RoomTypes []SearchRoomType `json:"room_types"`
-}
-
-// SearchRoomType is a room type that qualifies; Available is the minimum
-// over the nights of the stay (at least 1).
-type SearchRoomType struct {
-	RoomTypeID string `json:"room_type_id"`
-	Name       string `json:"name"`
-	Available  int    `json:"available"`
-	PriceCents int64  `json:"price_cents"`
-	Currency   string `json:"currency"`
-}
-
-// SearchPage is a page of hotels; More says there may be a next page, after
-// the last hotel's id.
-type SearchPage struct {
-	Hotels []SearchHotel
-	More   bool
-}
 
 // searchSQL pages through the city's hotels in hotel_id order
 // (hotels_city_key_idx, then a sort of that city's ids) and keeps a hotel
@@ -84,7 +44,7 @@ CROSS JOIN LATERAL (
 ORDER BY h.hotel_id, q.price_cents, q.room_type_id`
 
 // searchArgs returns the arguments of searchSQL for q.
-func searchArgs(q HotelSearch) []any {
+func searchArgs(q search.Query) []any {
 	var after any
 	if q.After != "" {
 		after = q.After
@@ -93,14 +53,14 @@ func searchArgs(q HotelSearch) []any {
 	if q.MaxPriceCents != nil {
 		maxPrice = *q.MaxPriceCents
 	}
-	return []any{FoldCity(q.City), after, q.Stay.CheckIn.Time(), q.Stay.CheckOut.Time(),
+	return []any{search.FoldCity(q.City), after, q.Stay.CheckIn.Time(), q.Stay.CheckOut.Time(),
 		max(q.Guests, 1), maxPrice, q.Stay.Nights(), q.Limit + 1}
 }
 
 // SearchHotels answers a hotel search from the indexes. It reads the local
 // database (a follower read on a follower-read store) and never feeds a write.
-func (s *Store) SearchHotels(ctx context.Context, q HotelSearch) (SearchPage, error) {
-	page := SearchPage{Hotels: []SearchHotel{}}
+func (s *Store) SearchHotels(ctx context.Context, q search.Query) (search.Page, error) {
+	page := search.Page{Hotels: []search.Hotel{}}
 	if q.Limit < 1 {
 		return page, fmt.Errorf("search hotels: limit %d", q.Limit)
 	}
@@ -111,8 +71,8 @@ func (s *Store) SearchHotels(ctx context.Context, q HotelSearch) (SearchPage, er
 	defer rows.Close()
 	for rows.Next() {
 		var (
-			h     SearchHotel
-			rt    SearchRoomType
+			h     search.Hotel
+			rt    search.RoomType
 			avail int64
 		)
 		if err := rows.Scan(&h.ID, &h.Name, &h.City, &rt.RoomTypeID, &rt.Name, &avail, &rt.PriceCents, &rt.Currency); err != nil {
@@ -120,7 +80,7 @@ func (s *Store) SearchHotels(ctx context.Context, q HotelSearch) (SearchPage, er
 		}
 		rt.Available = int(avail)
 		if n := len(page.Hotels); n == 0 || page.Hotels[n-1].ID != h.ID {
-			h.RoomTypes = []SearchRoomType{}
+			h.RoomTypes = []search.RoomType{}
 			page.Hotels = append(page.Hotels, h)
 		}
 		last := &page.Hotels[len(page.Hotels)-1]

@@ -9,6 +9,7 @@ import (
 	"github.com/berthhq/berth/internal/dbtest"
 	"github.com/berthhq/berth/internal/postgres"
 	"github.com/berthhq/berth/internal/reservation"
+	"github.com/berthhq/berth/internal/search"
 )
 
 // Search is answered from indexes: the city lookup uses hotels_city_key_idx
@@ -40,7 +41,7 @@ func TestSearchUsesIndexes(t *testing.T) {
 			t.Fatalf("seed: %v", err)
 		}
 	}
-	sql, args := postgres.SearchSQLForTest(postgres.HotelSearch{City: "City 7",
+	sql, args := postgres.SearchSQLForTest(search.Query{City: "City 7",
 		Stay: reservation.Stay{CheckIn: today.AddDays(2), CheckOut: today.AddDays(5)}, Guests: 2, Limit: 20})
 	rows, err := db.Pool.Query(ctx, "EXPLAIN "+sql, args...)
 	if err != nil {
@@ -68,7 +69,7 @@ func TestSearchUsesIndexes(t *testing.T) {
 
 	// And it answers: every hotel of the city qualifies for 2 guests.
 	store := postgres.NewStore(db, "us-east", 0)
-	page, err := store.SearchHotels(ctx, postgres.HotelSearch{City: "CITY 7",
+	page, err := store.SearchHotels(ctx, search.Query{City: "CITY 7",
 		Stay: reservation.Stay{CheckIn: today.AddDays(2), CheckOut: today.AddDays(5)}, Guests: 2, Limit: 20})
 	if err != nil {
 		t.Fatal(err)

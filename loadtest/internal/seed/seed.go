@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/berthhq/berth/internal/postgres"
+	"github.com/berthhq/berth/internal/search"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -140,7 +140,7 @@ func copyHotels(ctx context.Context, conn *pgx.Conn, offset int, hotels []Hotel,
 		rows = rows[:0]
 		for i, h := range hotels {
 			city := cityNames[(offset+i)%len(cityNames)]
-			rows = append(rows, []any{h.ID, h.Region, fmt.Sprintf("Seed Hotel %d", offset+i), city, postgres.FoldCity(city), "DE", "Europe/Berlin"})
+			rows = append(rows, []any{h.ID, h.Region, fmt.Sprintf("Seed Hotel %d", offset+i), city, search.FoldCity(city), "DE", "Europe/Berlin"})
 		}
 		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"hotels"}, []string{"hotel_id", "home_region", "name", "city", "city_key", "country", "timezone"},
 			pgx.CopyFromRows(rows)); err != nil {
