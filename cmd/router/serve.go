@@ -29,6 +29,7 @@ type serveConfig struct {
 	DatabaseURL      string
 	NatsURL          string
 	DirectoryRefresh time.Duration
+	FollowMovesFor   time.Duration
 	MaxBodyBytes     int
 	ShutdownTimeout  time.Duration
 	LogFormat        string
@@ -53,6 +54,8 @@ func loadServeConfig(cmd *cobra.Command) (serveConfig, error) {
 	c.NatsURL = config.Env("BERTH_NATS_URL", "")
 	c.LogFormat = config.Env("BERTH_LOG_FORMAT", "json")
 	c.DirectoryRefresh, err = config.Duration("BERTH_DIRECTORY_REFRESH", 30*time.Second)
+	errs.Check(err)
+	c.FollowMovesFor, err = config.Duration("BERTH_FOLLOW_MOVES_FOR", 10*time.Second)
 	errs.Check(err)
 	c.ShutdownTimeout, err = config.Duration("BERTH_SHUTDOWN_TIMEOUT", 20*time.Second)
 	errs.Check(err)
@@ -83,6 +86,9 @@ func loadServeConfig(cmd *cobra.Command) (serveConfig, error) {
 	if c.DirectoryRefresh < time.Second {
 		errs.Add("BERTH_DIRECTORY_REFRESH: at least 1s")
 	}
+	if c.FollowMovesFor < 100*time.Millisecond {
+		errs.Add("BERTH_FOLLOW_MOVES_FOR: at least 100ms")
+	}
 	if c.MaxBodyBytes < 1024 {
 		errs.Add("BERTH_MAX_BODY_BYTES: at least 1024")
 	}
@@ -109,7 +115,8 @@ reads to this region, /v1/guests/* to the read model.
 Environment: BERTH_REGION, BERTH_HTTP_ADDR (:8080), BERTH_BOOKING_URLS
 (region=url,…), BERTH_READMODEL_URL, BERTH_DATABASE_URL (the placement
 directory), BERTH_NATS_URL (optional: follow placement.moved events),
-BERTH_DIRECTORY_REFRESH (30s), BERTH_MAX_BODY_BYTES (1048576),
+BERTH_DIRECTORY_REFRESH (30s), BERTH_FOLLOW_MOVES_FOR (10s: how long a request
+follows its partition's moves before 503), BERTH_MAX_BODY_BYTES (1048576),
 BERTH_SHUTDOWN_TIMEOUT (20s), BERTH_LOG_FORMAT (json|text); BERTH_REDIS_URL,
 BERTH_RATE_LIMITS (e.g. hotel_writes=200/s:400,client_reads=100/s,guest_holds=5/s),
 BERTH_WAITING_ROOMS (JSON or @file), BERTH_WAITING_ROOM_KEYS, BERTH_TOKEN_SECRET.`,
@@ -154,7 +161,7 @@ func run(ctx context.Context, cfg serveConfig, stdout io.Writer, ready chan<- st
 	}
 	rt, err := router.New(router.Config{
 		Region: cfg.Region, Bookings: cfg.BookingURLs, ReadModel: cfg.ReadModelURL, Directory: dir,
-		Logger: log, MaxBodyBytes: int64(cfg.MaxBodyBytes), Ready: db.Ping,
+		Logger: log, MaxBodyBytes: int64(cfg.MaxBodyBytes), Ready: db.Ping, FollowMovesFor: cfg.FollowMovesFor,
 		Transport: tel.Transport(router.NewTransport()),
 	})
 	if err != nil {

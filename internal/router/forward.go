@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -37,13 +38,24 @@ func removeHopHeaders(h http.Header) {
 // forward sends the request to target and copies the answer back.
 //
 //   - 421 misdirected (the partition moved): refresh the entry from the
-//     database and re-send once to the new home. Nothing committed on a 421
-//     (the fence refused inside the transaction), so this is always safe.
+//     database (falling back to the 421's home_region) and re-send to the
+//     new home — again after every 421, with a short growing pause from the
+//     second on, until FollowMovesFor has passed since the request arrived.
+//     A partition moved back and forth while a request chases it is still
+//     answered normally. Nothing committed on a 421 (the fence refused
+//     inside the transaction), so re-sending is always safe, and the
+//     request goes out unchanged, Idempotency-Key and all. Out of time, the
+//     client gets 503 with Retry-After, never the 421: a 421 is the
+//     router's business, not the client's.
 //   - connection error: re-send once when rte.mayRetry (reads; writes with an
 //     Idempotency-Key, which the booking service deduplicates), else — or
 //     when the retry fails too — 503 unavailable with Retry-After.
 func (rt *Router) forward(w *statusWriter, r *http.Request, body []byte, target *url.URL, home string, rte route) {
-	var resent421, retried bool
+	var (
+		retried bool
+		moves   int // 421s followed for this request
+		start   = time.Now()
+	)
 	for {
 		resp, err := rt.send(r, body, target)
 		if err != nil {
@@ -53,9 +65,7 @@ func (rt *Router) forward(w *statusWriter, r *http.Request, body []byte, target 
 			if rte.mayRetry && !retried {
 				retried = true
 				rt.metrics.retries.Add(1)
-				select {
-				case <-time.After(rt.cfg.RetryBackoff):
-				case <-r.Context().Done():
+				if !sleepCtx(r.Context(), rt.cfg.RetryBackoff) {
 					return
 				}
 				continue
@@ -66,25 +76,69 @@ func (rt *Router) forward(w *statusWriter, r *http.Request, body []byte, target 
 				Detail: "the service for this request (" + target.Host + ") is unavailable; retry shortly"})
 			return
 		}
-		if resp.StatusCode == http.StatusMisdirectedRequest && rte.kind != "" && !resent421 {
-			resent421 = true
-			rt.metrics.misdirected.Add(1)
-			hint := misdirectedHome(resp)
-			region, found, err := rt.cfg.Directory.Refresh(r.Context(), rte.kind, rte.id)
-			if err != nil || !found {
-				// The database could not tell; trust the booking service's
-				// answer (it read the placement row inside its transaction).
-				region = hint
+		if resp.StatusCode != http.StatusMisdirectedRequest || rte.kind == "" {
+			if moves > 1 {
+				rt.metrics.misdirectedChains.Add(1)
 			}
-			if u := rt.bookings[region]; u != nil {
-				target, home = u, region
-				continue
-			}
+			rt.copyResponse(w, resp, home)
+			return
+		}
+		moves++
+		rt.metrics.misdirected.Add(1)
+		hint := misdirectedHome(resp)
+		region, found, err := rt.cfg.Directory.Refresh(r.Context(), rte.kind, rte.id)
+		if err != nil || !found {
+			// The database could not tell; trust the booking service's
+			// answer (it read the placement row inside its transaction).
+			region = hint
+		}
+		u := rt.bookings[region]
+		if u == nil {
 			rt.problem(w, r, &berth.Error{Code: berth.CodeUnavailable, Detail: "the partition's home region is not reachable from here", RetryAfter: 2})
 			return
 		}
-		rt.copyResponse(w, resp, home)
-		return
+		pause := moveBackoff(moves, rt.cfg.RetryBackoff)
+		if time.Since(start)+pause > rt.cfg.FollowMovesFor {
+			rt.metrics.misdirectedGaveUp.Add(1)
+			rt.log.WarnContext(r.Context(), "partition kept moving", "kind", rte.kind, "partition_id", rte.id, "moves_followed", moves)
+			rt.problem(w, r, &berth.Error{Code: berth.CodeUnavailable, RetryAfter: 1,
+				Detail: "the partition is being moved between regions; retry shortly with the same Idempotency-Key"})
+			return
+		}
+		if !sleepCtx(r.Context(), pause) {
+			return
+		}
+		target, home = u, region
+	}
+}
+
+// moveBackoff is the pause before following the n-th 421 of one request:
+// none for the first (one move is the common case and the new home is
+// known), then doubling from a tenth of base up to base, jittered so that
+// the requests queued behind one move do not arrive together again.
+func moveBackoff(n int, base time.Duration) time.Duration {
+	if n <= 1 {
+		return 0
+	}
+	d := base / 10 << min(n-2, 10)
+	if d > base || d <= 0 {
+		d = base
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+// sleepCtx waits d, or less when ctx ends first (then it reports false).
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,6 +36,8 @@ type platformOptions struct {
 	readModel string
 	// cache, when set, gives every booking service this regional cache.
 	cache httpapi.Cache
+	// configure, when set, adjusts each router's configuration.
+	configure func(*router.Config)
 }
 
 func startPlatform(t testing.TB, o platformOptions) *platform {
@@ -62,6 +66,9 @@ func startPlatform(t testing.TB, o platformOptions) *platform {
 		if o.transport != nil {
 			cfg.Transport = o.transport(region)
 		}
+		if o.configure != nil {
+			o.configure(&cfg)
+		}
 		rt, err := router.New(cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -80,6 +87,33 @@ func startPlatform(t testing.TB, o platformOptions) *platform {
 func (p *platform) seedHotel(region string, rooms int, from, to string) bookingtest.Hotel {
 	p.t.Helper()
 	return p.bookings[region].SeedHotel(region, rooms, 0, from, to)
+}
+
+// regionOf names the region whose booking service listens at host.
+func (p *platform) regionOf(host string) string {
+	for region, env := range p.bookings {
+		if strings.TrimPrefix(env.URL, "http://") == host {
+			return region
+		}
+	}
+	return ""
+}
+
+// metric reads one counter from a router's /metrics.
+func (p *platform) metric(region, name string) int {
+	p.t.Helper()
+	m := p.routers[region].Do(bookingtest.Request{Method: "GET", Path: "/metrics"})
+	for _, line := range strings.Split(string(m.Body), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				p.t.Fatalf("metric %s: %q", name, line)
+			}
+			return n
+		}
+	}
+	p.t.Fatalf("router %s has no metric %s", region, name)
+	return 0
 }
 
 func (p *platform) guest(sub string) string {

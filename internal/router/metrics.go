@@ -18,6 +18,9 @@ type metrics struct {
 	seconds  map[string]float64   // class → total seconds
 
 	retries, misdirected, upstreamErrors atomic.Uint64
+	// misdirectedChains: requests that followed more than one 421;
+	// misdirectedGaveUp: requests still misdirected at FollowMovesFor.
+	misdirectedChains, misdirectedGaveUp atomic.Uint64
 }
 
 func newMetrics() *metrics {
@@ -65,6 +68,8 @@ func (m *metrics) write(w http.ResponseWriter, dir placement.Stats) {
 	}
 	counter("berth_router_upstream_retries_total", "Requests re-sent after a connection error.", m.retries.Load())
 	counter("berth_router_misdirected_total", "421 answers that made the router refresh and re-send.", m.misdirected.Load())
+	counter("berth_router_misdirected_chains_total", "Requests that followed more than one 421 (the partition moved again meanwhile).", m.misdirectedChains.Load())
+	counter("berth_router_misdirected_gave_up_total", "Requests answered 503 because their partition kept moving for longer than the router follows it.", m.misdirectedGaveUp.Load())
 	counter("berth_router_upstream_errors_total", "Requests answered 503 because a service was unreachable.", m.upstreamErrors.Load())
 	counter("berth_router_directory_refreshes_total", "Single-partition look-ups in the database.", dir.Refreshes)
 	counter("berth_router_directory_reloads_total", "Full directory reloads.", dir.Reloads)

@@ -48,8 +48,12 @@ type Config struct {
 	// are far shorter).
 	AttemptTimeout time.Duration
 	// RetryBackoff is the pause before re-sending after a connection error
-	// (default 50ms).
+	// (default 50ms), and the longest pause between following two 421s.
 	RetryBackoff time.Duration
+	// FollowMovesFor bounds how long one request keeps following 421s
+	// (the partition moving again and again under it) before the client is
+	// answered 503 with Retry-After (default 10s).
+	FollowMovesFor time.Duration
 	// Ready, when set, is part of /readyz (e.g. the directory's database).
 	Ready func(context.Context) error
 }
@@ -95,6 +99,9 @@ func New(cfg Config) (*Router, error) {
 	}
 	if cfg.RetryBackoff <= 0 {
 		cfg.RetryBackoff = 50 * time.Millisecond
+	}
+	if cfg.FollowMovesFor <= 0 {
+		cfg.FollowMovesFor = 10 * time.Second
 	}
 	if cfg.Transport == nil {
 		cfg.Transport = NewTransport()
