@@ -6,7 +6,7 @@ GO ?= go
 GOTEST_FLAGS ?= -count=1 -timeout 40m
 ENV := set -a; source .local/env; set +a
 
-.PHONY: help up down run status deps build test test-race test-short lint bench fuzz loadtest chaos clean
+.PHONY: help up down run status deps build test test-race test-short lint bench txcost fuzz loadtest chaos clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -41,6 +41,9 @@ lint: ## vet and gofmt
 
 bench: deps ## benchmarks: HTTP paths against the same transactions as raw SQL
 	@$(ENV); export BERTH_REQUIRE_DB=1; $(GO) test -run '^$$' -bench . -benchtime 3s -benchmem ./internal/... | tee .local/bench.txt
+
+txcost: deps ## the write path's yardstick: minimal hold transaction vs the store's hold, one run, ratios
+	@$(ENV); $(GO) run ./loadtest txcost
 
 fuzz: ## run every fuzz target for FUZZTIME each (default 20s); CI runs each briefly
 	@set -e; for f in $$(grep -rl --include='*_test.go' '^func Fuzz' cmd internal loadtest api schema 2>/dev/null | sort); do \

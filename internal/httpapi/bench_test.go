@@ -2,7 +2,6 @@ package httpapi_test
 
 import (
 	"context"
-	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"sync/atomic"
@@ -11,8 +10,8 @@ import (
 
 	"github.com/berthhq/berth/internal/bookingtest"
 	"github.com/berthhq/berth/internal/postgres"
+	"github.com/berthhq/berth/internal/reservation"
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 )
 
 // The hold path through HTTP (JSON, JWT, idempotency, fence, outbox) against
@@ -79,69 +78,20 @@ func BenchmarkHold(b *testing.B) {
 	}
 }
 
-// rawHold is the hold transaction as plain SQL: the same statements the
-// store issues (fence, idempotency key, room type, conditional take of the
-// nights, reservation + outbox + stored response), without HTTP, JSON
-// decoding, JWT or the retry helper.
+// rawHold is the store's hold transaction as plain SQL: postgres.HoldScript,
+// the very statements Store.Hold sends in its round trips, without HTTP, JSON
+// decoding, JWT, the retry helper or the outcome handling around them.
 func rawHold(ctx context.Context, db *postgres.DB, h bookingtest.Hotel, in, out string) error {
-	tx, err := db.Pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	ci, err := reservation.ParseDate(in)
 	if err != nil {
 		return err
 	}
-	defer tx.Rollback(ctx)
-	key, resID := uuid.NewString(), uuid.NewString()
-	pre := &pgx.Batch{}
-	pre.Queue(`SELECT home_region FROM placements WHERE kind = 'hotel' AND partition_id = $1 FOR SHARE`, h.ID)
-	pre.Queue(`INSERT INTO idempotency_keys (partition_id, idem_key, home_region, request_hash)
-		VALUES ($1, $2, 'us-east', 'h') ON CONFLICT (partition_id, idem_key) DO NOTHING`, h.ID, key)
-	br := tx.SendBatch(ctx, pre)
-	var home string
-	if err := br.QueryRow().Scan(&home); err != nil {
-		br.Close()
-		return err
-	}
-	if _, err := br.Exec(); err != nil {
-		br.Close()
-		return err
-	}
-	if err := br.Close(); err != nil {
-		return err
-	}
-	var price int64
-	var currency string
-	rows, err := tx.Query(ctx, `
-		WITH locked AS (SELECT night FROM room_inventory WHERE hotel_id = $1 AND room_type_id = $2 AND night >= $3::DATE AND night < $4::DATE ORDER BY night FOR UPDATE)
-		UPDATE room_inventory AS i SET reserved = i.reserved + 1 FROM locked
-		WHERE i.hotel_id = $1 AND i.room_type_id = $2 AND i.night = locked.night AND i.reserved + 1 <= i.sell_limit
-		RETURNING i.night, now() + INTERVAL '10 minutes',
-		  (SELECT price_cents FROM room_types WHERE hotel_id = $1 AND room_type_id = $2),
-		  (SELECT currency FROM room_types WHERE hotel_id = $1 AND room_type_id = $2)`, h.ID, h.RoomTypeID, in, out)
+	co, err := reservation.ParseDate(out)
 	if err != nil {
 		return err
 	}
-	var expires time.Time
-	n := 0
-	for rows.Next() {
-		var night time.Time
-		if err := rows.Scan(&night, &expires, &price, &currency); err != nil {
-			return err
-		}
-		n++
-	}
-	rows.Close()
-	if n != 1 {
-		return fmt.Errorf("took %d nights", n)
-	}
-	batch := &pgx.Batch{}
-	batch.Queue(`INSERT INTO reservations (hotel_id, reservation_id, home_region, room_type_id, guest_id, check_in, check_out,
-		quantity, status, hold_expires_at, total_price_cents, currency) VALUES ($1, $2, $3, $4, 'bench', $5::DATE, $6::DATE, 1, 'held', $7, $8, $9)`,
-		h.ID, resID, home, h.RoomTypeID, in, out, expires, price, currency)
-	batch.Queue(`INSERT INTO outbox (partition_id, event_id, home_region, kind, event_type, aggregate_id, aggregate_version, seq, payload)
-		VALUES ($1, $2, $3, 'hotel', 'reservation.held', $4, 1, 0, '{}')`, h.ID, uuid.NewString(), home, resID)
-	batch.Queue(`UPDATE idempotency_keys SET response_status = 201, response_body = $3 WHERE partition_id = $1 AND idem_key = $2`,
-		h.ID, key, []byte(`{}`))
-	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
-		return err
-	}
-	return tx.Commit(ctx)
+	req := reservation.HoldRequest{ReservationID: uuid.NewString(), HotelID: h.ID, RoomTypeID: h.RoomTypeID, GuestID: "bench",
+		Stay: reservation.Stay{CheckIn: ci, CheckOut: co}, Quantity: 1}
+	script, vars := postgres.HoldScript(req, "us-east", 10*time.Minute, uuid.NewString(), "h")
+	return db.RunScript(ctx, script, vars)
 }

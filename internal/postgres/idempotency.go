@@ -61,9 +61,12 @@ func claimResult(ctx context.Context, tx pgx.Tx, tag pgconn.CommandTag, err erro
 	return &berth.Response{Status: int(*status), Body: body, Replayed: true}, nil
 }
 
+// storeResponseSQL writes the answer of a write next to its claimed key.
+const storeResponseSQL = `UPDATE idempotency_keys SET response_status = $3, response_body = $4
+	WHERE partition_id = $1 AND idem_key = $2`
+
 func queueStoreResponse(b *pgx.Batch, partitionID, key string, resp berth.Response) {
-	b.Queue(`UPDATE idempotency_keys SET response_status = $3, response_body = $4
-		 WHERE partition_id = $1 AND idem_key = $2`, partitionID, key, resp.Status, resp.Body)
+	b.Queue(storeResponseSQL, partitionID, key, resp.Status, resp.Body)
 }
 
 // PruneIdempotencyKeys deletes keys older than keep (at least 24 h by

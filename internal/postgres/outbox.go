@@ -21,6 +21,14 @@ type event struct {
 	data        any
 }
 
+// insertOutboxSQL appends one event to the outbox.
+const insertOutboxSQL = `INSERT INTO outbox (partition_id, event_id, home_region, kind, event_type, aggregate_id, aggregate_version, seq, payload, trace_context)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`
+
+// newEventID returns a fresh event id. A new id per attempt is fine: a
+// rolled-back attempt's row never existed.
+func newEventID() string { return uuid.NewString() }
+
 // queueEvents queues events for the outbox in the caller's transaction, in
 // order (seq), so the relay can publish a partition's events in order. Each
 // row keeps the trace context of ctx (the writing request), which the relay
@@ -32,11 +40,8 @@ func queueEvents(ctx context.Context, b *pgx.Batch, region string, events ...eve
 		if err != nil {
 			return fmt.Errorf("encode %s event: %w", e.typ, err)
 		}
-		// A new id per attempt is fine: a rolled-back attempt's row never existed.
-		b.Queue(
-			`INSERT INTO outbox (partition_id, event_id, home_region, kind, event_type, aggregate_id, aggregate_version, seq, payload, trace_context)
-			 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
-			e.partitionID, uuid.NewString(), region, string(e.kind), e.typ, e.aggregateID, e.version, i, payload, tc)
+		b.Queue(insertOutboxSQL,
+			e.partitionID, newEventID(), region, string(e.kind), e.typ, e.aggregateID, e.version, i, payload, tc)
 	}
 	return nil
 }

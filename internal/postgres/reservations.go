@@ -182,23 +182,30 @@ func (s *Store) Hold(ctx context.Context, req reservation.HoldRequest, idem *ber
 		if err != nil {
 			return nil, err
 		}
-		price, currency := t.price, t.currency
-		r := reservation.Reservation{
-			ID: req.ReservationID, HotelID: req.HotelID, RoomTypeID: req.RoomTypeID, GuestID: req.GuestID,
-			CheckIn: req.Stay.CheckIn, CheckOut: req.Stay.CheckOut, Quantity: req.Quantity,
-			Status: reservation.StatusHeld, HoldExpiresAt: t.expiresAt.UTC(),
-			TotalPriceCents: price * int64(req.Quantity) * int64(req.Stay.Nights()), Currency: currency,
-			ContactEmail: req.ContactEmail, ContactPhone: req.ContactPhone,
-			Version: 1, CreatedAt: t.now.UTC(), UpdatedAt: t.now.UTC(),
-		}
-		b.Queue(`INSERT INTO reservations (hotel_id, reservation_id, home_region, room_type_id, guest_id, check_in, check_out,
-				quantity, status, hold_expires_at, total_price_cents, currency, contact_email, contact_phone, version, created_at, updated_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, NULLIF($13, ''), NULLIF($14, ''), 1, $15, $15)`,
+		r := heldReservation(req, t)
+		b.Queue(insertReservationSQL,
 			r.HotelID, r.ID, s.region, r.RoomTypeID, r.GuestID, r.CheckIn.Time(), r.CheckOut.Time(),
 			r.Quantity, string(r.Status), r.HoldExpiresAt, r.TotalPriceCents, r.Currency, r.ContactEmail, r.ContactPhone, r.CreatedAt)
 		return r, queueEvents(ctx, b, s.region, reservationEvent(reservation.EventHeld, r))
 	})
 }
+
+// heldReservation is the reservation a hold records once its nights are taken.
+func heldReservation(req reservation.HoldRequest, t taken) reservation.Reservation {
+	return reservation.Reservation{
+		ID: req.ReservationID, HotelID: req.HotelID, RoomTypeID: req.RoomTypeID, GuestID: req.GuestID,
+		CheckIn: req.Stay.CheckIn, CheckOut: req.Stay.CheckOut, Quantity: req.Quantity,
+		Status: reservation.StatusHeld, HoldExpiresAt: t.expiresAt.UTC(),
+		TotalPriceCents: t.price * int64(req.Quantity) * int64(req.Stay.Nights()), Currency: t.currency,
+		ContactEmail: req.ContactEmail, ContactPhone: req.ContactPhone,
+		Version: 1, CreatedAt: t.now.UTC(), UpdatedAt: t.now.UTC(),
+	}
+}
+
+// insertReservationSQL records a new held reservation.
+const insertReservationSQL = `INSERT INTO reservations (hotel_id, reservation_id, home_region, room_type_id, guest_id, check_in, check_out,
+		quantity, status, hold_expires_at, total_price_cents, currency, contact_email, contact_phone, version, created_at, updated_at)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, NULLIF($13, ''), NULLIF($14, ''), 1, $15, $15)`
 
 func reservationEvent(typ string, r reservation.Reservation) event {
 	return event{kind: berth.KindHotel, partitionID: r.HotelID, typ: typ, aggregateID: r.ID, version: r.Version, data: r}

@@ -1,0 +1,43 @@
+package main
+
+import (
+	"os"
+	"time"
+
+	"github.com/berthhq/berth/loadtest/internal/txcost"
+	"github.com/spf13/cobra"
+)
+
+func txcostCmd() *cobra.Command {
+	var (
+		o     txcost.Options
+		dbURL string
+	)
+	cmd := &cobra.Command{Use: "txcost",
+		Short: "the write path's yardstick: the minimal hold transaction vs the store's own hold, spread and hot, with ratios",
+		Long: "In one run on one scratch database (created and dropped): the minimal hold transaction (conditional UPDATE of\n" +
+			"the nights + booking INSERT + outbox INSERT) by pgbench and by the Go driver, the store's hold transaction as SQL\n" +
+			"(postgres.HoldScript: the statements Store.Hold sends) and Store.Hold in-process — on spread inventory and on\n" +
+			"one hot row set. Prints the rates and each leg's ratio to the minimal transaction of the same shape.",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.Log = cmd.ErrOrStderr()
+			rows, err := txcost.Run(cmd.Context(), dbURL, o)
+			if err != nil {
+				return err
+			}
+			txcost.Print(cmd.OutOrStdout(), o, rows)
+			return txcost.Verify(rows)
+		}}
+	f := cmd.Flags()
+	f.StringVar(&dbURL, "db", os.Getenv("BERTH_TEST_DATABASE_URL"), "admin URL of the server; a scratch database is created and dropped (BERTH_TEST_DATABASE_URL)")
+	f.IntVar(&o.Workers, "workers", 16, "concurrent transactions (pgbench clients)")
+	f.DurationVar(&o.Duration, "duration", 10*time.Second, "per leg")
+	f.IntVar(&o.Hotels, "hotels", 200, "hotels of the spread case")
+	f.IntVar(&o.RoomTypes, "room-types", 5, "room types per hotel")
+	f.IntVar(&o.Nights, "nights", 365, "nights loaded per room type")
+	f.IntVar(&o.Stay, "stay", 3, "nights per hold")
+	f.StringVar(&o.PgBench, "pgbench", "", "pgbench binary (default: PATH, then /usr/lib/postgresql/<15|16|17>/bin)")
+	f.StringSliceVar(&o.Legs, "legs", nil, "run only legs whose \"<leg> <client>\" contains one of these, e.g. pgbench,in-process")
+	f.BoolVar(&o.Keep, "keep", false, "keep the scratch database")
+	return cmd
+}

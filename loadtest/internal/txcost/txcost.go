@@ -1,0 +1,489 @@
+// Package txcost is the write path's yardstick: in one run, on one scratch
+// database of the server, it drives the minimal hold transaction (a
+// conditional UPDATE of the stay's nights, a booking INSERT and an outbox
+// INSERT — what the database can do per hold with nothing else in the way)
+// and the store's own hold transaction (postgres.HoldScript, the statements
+// Store.Hold sends, and Store.Hold itself in-process), on spread inventory
+// and on one hot row set, and reports the rates and their ratios. The
+// machine is shared and noisy, so only ratios from one run mean anything.
+package txcost
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	hdr "github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/berthhq/berth/internal/berth"
+	"github.com/berthhq/berth/internal/postgres"
+	"github.com/berthhq/berth/internal/reservation"
+	"github.com/berthhq/berth/loadtest/internal/seed"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Options shape the run.
+type Options struct {
+	Workers   int
+	Duration  time.Duration
+	Hotels    int
+	RoomTypes int
+	Nights    int // nights loaded per room type
+	Stay      int // nights per hold
+	// PgBench is the pgbench binary; "" looks in PATH and in the
+	// PostgreSQL 15 package's directory, and skips the pgbench legs if
+	// neither has it.
+	PgBench string
+	// Legs limits the run to legs whose name contains one of these ("" = all).
+	Legs []string
+	Keep bool // keep the scratch database
+	Log  io.Writer
+}
+
+// Row is one leg's result.
+type Row struct {
+	Leg, Client, Shape string
+	Ops, Failed        int64
+	Seconds            float64
+	P50Ms, P99Ms       float64
+	// FirstError is one failure's message, to tell a broken leg from a slow one.
+	FirstError string
+}
+
+// Rate is committed transactions per second.
+func (r Row) Rate() float64 {
+	if r.Seconds <= 0 {
+		return 0
+	}
+	return float64(r.Ops) / r.Seconds
+}
+
+// The legs, in the order each shape runs them.
+const (
+	LegMinimal     = "minimal"
+	LegStoreScript = "store hold SQL"
+	LegStore       = "store hold"
+)
+
+const region = "us-east"
+
+// The minimal hold transaction on its own tables (schema minimal), as in the
+// raw-SQL yardstick every figure of docs/PERFORMANCE.md is compared with:
+// per-night counters keyed by integers, a booking row, an outbox row.
+var minimalSchema = []string{
+	`CREATE SCHEMA minimal`,
+	`CREATE TABLE minimal.room_inventory (
+	   hotel_id BIGINT, room_type_id BIGINT, stay_date DATE, total_rooms INT, reserved INT DEFAULT 0,
+	   PRIMARY KEY (hotel_id, room_type_id, stay_date), CHECK (reserved >= 0 AND reserved <= total_rooms))`,
+	`CREATE TABLE minimal.booking (
+	   hotel_id BIGINT, id UUID DEFAULT gen_random_uuid(), idem TEXT, room_type_id BIGINT, check_in DATE,
+	   check_out DATE, qty INT, status TEXT, expires_at TIMESTAMPTZ, PRIMARY KEY (hotel_id, id), UNIQUE (idem))`,
+	`CREATE TABLE minimal.outbox (
+	   id UUID PRIMARY KEY DEFAULT gen_random_uuid(), hotel_id BIGINT, payload JSONB, created_at TIMESTAMPTZ DEFAULT now())`,
+}
+
+// minimalScript is the minimal transaction; hot locks the nights in date
+// order first (concurrent multi-row UPDATEs otherwise deadlock: a bitmap
+// heap scan visits rows in physical order, which changes as they update).
+func minimalScript(hot bool) postgres.Script {
+	const stay = `stay_date >= DATE '2027-01-01' + $3::int AND stay_date < DATE '2027-01-01' + $3::int + $4::int`
+	var trips []postgres.Trip
+	if hot {
+		trips = append(trips, postgres.Trip{Steps: []postgres.Step{{Args: []string{"h", "t", "d", "n"},
+			SQL: `SELECT 1 FROM minimal.room_inventory WHERE hotel_id = $1 AND room_type_id = $2 AND ` + stay + ` ORDER BY stay_date FOR UPDATE`}}})
+	}
+	trips = append(trips,
+		postgres.Trip{Steps: []postgres.Step{{Args: []string{"h", "t", "d", "n"},
+			SQL: `UPDATE minimal.room_inventory SET reserved = reserved + 1
+			      WHERE hotel_id = $1 AND room_type_id = $2 AND reserved + 1 <= total_rooms AND ` + stay}}},
+		postgres.Trip{Steps: []postgres.Step{{Args: []string{"h", "t", "d", "n"},
+			SQL: `INSERT INTO minimal.booking (hotel_id, idem, room_type_id, check_in, check_out, qty, status, expires_at)
+			      VALUES ($1, gen_random_uuid()::text, $2, DATE '2027-01-01' + $3::int, DATE '2027-01-01' + $3::int + $4::int,
+			              1, 'held', now() + interval '15 minutes')`}}},
+		postgres.Trip{Steps: []postgres.Step{{Args: []string{"h", "t"},
+			SQL: `INSERT INTO minimal.outbox (hotel_id, payload)
+			      VALUES ($1, jsonb_build_object('type', 'reservation.held', 'hotel_id', $1::bigint, 'room_type_id', $2::bigint))`}}})
+	return postgres.Script{Name: "minimal", Trips: trips}
+}
+
+var placeholder = regexp.MustCompile(`\$(\d+)`)
+
+// pgbenchScript renders a script of single-statement trips for pgbench:
+// $n becomes :name, every statement one round trip, as the driver sends it.
+func pgbenchScript(sc postgres.Script, header string) (string, error) {
+	var b strings.Builder
+	b.WriteString(header)
+	b.WriteString("BEGIN;\n")
+	for _, t := range sc.Trips {
+		if len(t.Steps) != 1 || t.Before != nil {
+			return "", fmt.Errorf("%s: pgbench replays single-statement trips without computed arguments", sc.Name)
+		}
+		s := t.Steps[0]
+		var bad error
+		sql := placeholder.ReplaceAllStringFunc(s.SQL, func(m string) string {
+			n, _ := strconv.Atoi(m[1:])
+			if n < 1 || n > len(s.Args) {
+				bad = fmt.Errorf("%s: %s has no argument", sc.Name, m)
+				return m
+			}
+			return ":" + s.Args[n-1]
+		})
+		if bad != nil {
+			return "", bad
+		}
+		b.WriteString(strings.Join(strings.Fields(sql), " ") + ";\n")
+	}
+	b.WriteString("COMMIT;\n")
+	return b.String(), nil
+}
+
+// Run creates the scratch database, seeds both schemas and runs every leg.
+func Run(ctx context.Context, adminURL string, o Options) ([]Row, error) {
+	if adminURL == "" {
+		return nil, errors.New("no database URL (--db or BERTH_TEST_DATABASE_URL)")
+	}
+	if o.Stay < 1 || o.Nights < o.Stay+10 {
+		return nil, fmt.Errorf("--stay %d with --nights %d: want 1 ≤ stay and nights ≥ stay + 10", o.Stay, o.Nights)
+	}
+	u, err := url.Parse(adminURL)
+	if err != nil {
+		return nil, fmt.Errorf("database url: %w", err)
+	}
+	b := make([]byte, 4)
+	_, _ = crand.Read(b)
+	name := "loadtest_txcost_" + hex.EncodeToString(b)
+	admin, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	defer admin.Close(context.WithoutCancel(ctx))
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		return nil, fmt.Errorf("create scratch database: %w", err)
+	}
+	if o.Keep {
+		o.logf("txcost: keeping database %s", name)
+	} else {
+		defer func() {
+			_, _ = admin.Exec(context.WithoutCancel(ctx), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+		}()
+	}
+	u.Path = "/" + name
+	dbURL := u.String()
+	db, err := postgres.Open(ctx, dbURL, postgres.Options{MaxConns: int32(o.Workers + 2)})
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	if db.Engine != postgres.EnginePostgres {
+		return nil, errors.New("txcost runs on PostgreSQL (the minimal schema and pgbench are PostgreSQL's)")
+	}
+	if _, err := postgres.Migrate(ctx, db); err != nil {
+		return nil, fmt.Errorf("migrate: %w", err)
+	}
+	cat, err := seed.Hotels(ctx, db.Pool, seed.Options{Hotels: o.Hotels, RoomTypes: o.RoomTypes, Nights: o.Nights,
+		Rooms: 1_000_000, Regions: []string{region}, Workers: 2, KeepIDs: true, StartDay: 1})
+	if err != nil {
+		return nil, fmt.Errorf("seed the store's schema: %w", err)
+	}
+	for _, q := range minimalSchema {
+		if _, err := db.Pool.Exec(ctx, q); err != nil {
+			return nil, fmt.Errorf("minimal schema: %w", err)
+		}
+	}
+	if _, err := db.Pool.Exec(ctx, `INSERT INTO minimal.room_inventory (hotel_id, room_type_id, stay_date, total_rooms)
+		SELECT h, t, DATE '2027-01-01' + n, 1000000
+		FROM generate_series(1, $1::int) h, generate_series(1, $2::int) t, generate_series(0, $3::int - 1) n`,
+		o.Hotels, o.RoomTypes, o.Nights); err != nil {
+		return nil, fmt.Errorf("seed the minimal schema: %w", err)
+	}
+	if _, err := db.Pool.Exec(ctx, `VACUUM ANALYZE`); err != nil {
+		return nil, fmt.Errorf("vacuum: %w", err)
+	}
+	o.logf("txcost: seeded %d hotels × %d room types × %d nights in both schemas of %s", o.Hotels, o.RoomTypes, o.Nights, name)
+
+	pgbench := findPgBench(o.PgBench)
+	if pgbench == "" {
+		o.logf("txcost: pgbench not found (apt-get install postgresql-15); its legs are skipped")
+	}
+	first := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, 1)
+	store := postgres.NewStore(db, region, 10*time.Minute)
+	var rows []Row
+	for _, shape := range []string{"spread", "hot"} {
+		hot := shape == "hot"
+		// pick chooses a stay: anywhere on spread, always the same nights of
+		// one room type when hot.
+		pick := func(r *rand.Rand) (h, t, d int) {
+			if hot {
+				return 0, 0, 10
+			}
+			return r.IntN(o.Hotels), r.IntN(o.RoomTypes), r.IntN(o.Nights - o.Stay)
+		}
+		holdReq := func(r *rand.Rand) reservation.HoldRequest {
+			h, t, d := pick(r)
+			in := reservation.DateOf(first.AddDate(0, 0, d))
+			return reservation.HoldRequest{ReservationID: uuid.NewString(), HotelID: cat.Hotels[h].ID, RoomTypeID: cat.Hotels[h].RoomTypes[t],
+				GuestID: "txcost", Stay: reservation.Stay{CheckIn: in, CheckOut: in.AddDays(o.Stay)}, Quantity: 1}
+		}
+		legs := []struct {
+			leg, client string
+			run         func() (Row, error)
+		}{
+			{LegMinimal, "pgbench", func() (Row, error) {
+				if pgbench == "" {
+					return Row{}, errSkip
+				}
+				return o.runPgBench(ctx, pgbench, dbURL, minimalScript(hot), hot)
+			}},
+			{LegMinimal, "pgx", func() (Row, error) {
+				sc := minimalScript(hot)
+				return o.drive(ctx, func(ctx context.Context, r *rand.Rand) error {
+					h, t, d := pick(r)
+					return db.RunScript(ctx, sc, postgres.Vars{"h": h + 1, "t": t + 1, "d": d, "n": o.Stay})
+				})
+			}},
+			{LegStoreScript, "pgx", func() (Row, error) {
+				return o.drive(ctx, func(ctx context.Context, r *rand.Rand) error {
+					sc, v := postgres.HoldScript(holdReq(r), region, 10*time.Minute, uuid.NewString(), "txcost")
+					return db.RunScript(ctx, sc, v)
+				})
+			}},
+			{LegStore, "in-process", func() (Row, error) {
+				return o.drive(ctx, func(ctx context.Context, r *rand.Rand) error {
+					resp, err := store.Hold(ctx, holdReq(r), &berth.Idem{Key: uuid.NewString(), Hash: "txcost", Render: render})
+					if err == nil && resp.Status != 201 {
+						err = fmt.Errorf("hold answered %d: %s", resp.Status, resp.Body)
+					}
+					return err
+				})
+			}},
+		}
+		for _, l := range legs {
+			if !o.wants(l.leg + " " + l.client) {
+				continue
+			}
+			if ctx.Err() != nil {
+				return rows, ctx.Err()
+			}
+			row, err := l.run()
+			if errors.Is(err, errSkip) {
+				continue
+			}
+			if err != nil {
+				return rows, fmt.Errorf("%s (%s, %s): %w", l.leg, l.client, shape, err)
+			}
+			row.Leg, row.Client, row.Shape = l.leg, l.client, shape
+			o.logf("txcost: %-15s %-10s %-6s %7.0f tx/s  failed %d", row.Leg, row.Client, row.Shape, row.Rate(), row.Failed)
+			rows = append(rows, row)
+		}
+	}
+	return rows, nil
+}
+
+var errSkip = errors.New("skipped")
+
+func (o Options) wants(leg string) bool {
+	if len(o.Legs) == 0 {
+		return true
+	}
+	for _, l := range o.Legs {
+		if strings.Contains(leg, l) {
+			return true
+		}
+	}
+	return false
+}
+
+func (o Options) logf(format string, args ...any) {
+	if o.Log != nil {
+		fmt.Fprintf(o.Log, format+"\n", args...)
+	}
+}
+
+// render is the stored answer of the in-process leg: the value as JSON,
+// as the HTTP layer stores it.
+func render(value any, err error) (int, []byte) {
+	if err != nil {
+		return 409, []byte(`{"code":"` + string(berth.ErrorCode(err)) + `"}`)
+	}
+	b, _ := json.Marshal(value)
+	return 201, b
+}
+
+// drive runs op on Workers goroutines, closed loop, for Duration.
+func (o Options) drive(ctx context.Context, op func(context.Context, *rand.Rand) error) (Row, error) {
+	var (
+		row          Row
+		ops, failed  atomic.Int64
+		mu           sync.Mutex
+		firstErr     error
+		h            = hdr.New(1, 60_000_000, 3)
+		wg           sync.WaitGroup
+		start        = time.Now()
+		end          = start.Add(o.Duration)
+		runCtx, stop = context.WithDeadline(ctx, end.Add(30*time.Second))
+	)
+	defer stop()
+	for range o.Workers {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+			local := hdr.New(1, 60_000_000, 3)
+			for time.Now().Before(end) && runCtx.Err() == nil {
+				t0 := time.Now()
+				if err := op(runCtx, r); err != nil {
+					failed.Add(1)
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+					continue
+				}
+				ops.Add(1)
+				_ = local.RecordValue(max(time.Since(t0).Microseconds(), 1))
+			}
+			mu.Lock()
+			h.Merge(local)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	row.Seconds = time.Since(start).Seconds()
+	row.Ops, row.Failed = ops.Load(), failed.Load()
+	row.P50Ms, row.P99Ms = float64(h.ValueAtQuantile(50))/1000, float64(h.ValueAtQuantile(99))/1000
+	if firstErr != nil {
+		row.FirstError = firstErr.Error()
+	}
+	return row, ctx.Err()
+}
+
+// runPgBench runs sc with pgbench -M prepared, Workers clients, for Duration.
+func (o Options) runPgBench(ctx context.Context, bin, dbURL string, sc postgres.Script, hot bool) (Row, error) {
+	header := fmt.Sprintf("\\set h random(1, %d)\n\\set t random(1, %d)\n\\set d random(0, %d)\n", o.Hotels, o.RoomTypes, o.Nights-o.Stay-1)
+	if hot {
+		header = "\\set h 1\n\\set t 1\n\\set d 10\n"
+	}
+	header += fmt.Sprintf("\\set n %d\n", o.Stay)
+	text, err := pgbenchScript(sc, header)
+	if err != nil {
+		return Row{}, err
+	}
+	f, err := os.CreateTemp("", "txcost-*.sql")
+	if err != nil {
+		return Row{}, err
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.WriteString(text); err != nil {
+		f.Close()
+		return Row{}, err
+	}
+	if err := f.Close(); err != nil {
+		return Row{}, err
+	}
+	secs := max(int(o.Duration.Round(time.Second).Seconds()), 1)
+	cmd := exec.CommandContext(ctx, bin, "-M", "prepared", "-c", strconv.Itoa(o.Workers), "-j", "2", "-T", strconv.Itoa(secs),
+		"-n", "-f", f.Name(), dbURL)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return Row{}, fmt.Errorf("pgbench: %w\n%s", err, out.String())
+	}
+	row := Row{Seconds: float64(secs)}
+	sc2 := bufio.NewScanner(&out)
+	for sc2.Scan() {
+		line := sc2.Text()
+		fields := strings.Fields(line)
+		switch {
+		case strings.HasPrefix(line, "number of transactions actually processed:") && len(fields) >= 6:
+			row.Ops, _ = strconv.ParseInt(fields[5], 10, 64)
+		case strings.HasPrefix(line, "number of failed transactions:") && len(fields) >= 5:
+			row.Failed, _ = strconv.ParseInt(fields[4], 10, 64)
+		case strings.HasPrefix(line, "latency average =") && len(fields) >= 4:
+			row.P50Ms, _ = strconv.ParseFloat(fields[3], 64) // pgbench reports the mean only
+		}
+	}
+	if row.Ops == 0 {
+		return row, fmt.Errorf("pgbench processed no transaction:\n%s", out.String())
+	}
+	return row, nil
+}
+
+func findPgBench(flag string) string {
+	if flag != "" {
+		return flag
+	}
+	if p, err := exec.LookPath("pgbench"); err == nil {
+		return p
+	}
+	for _, dir := range []string{"/usr/lib/postgresql/15/bin", "/usr/lib/postgresql/16/bin", "/usr/lib/postgresql/17/bin"} {
+		p := filepath.Join(dir, "pgbench")
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			return p
+		}
+	}
+	return ""
+}
+
+// Print writes the table: every leg's rate, and its ratio to the minimal
+// transaction of the same shape, run by pgbench and by the Go driver.
+func Print(w io.Writer, o Options, rows []Row) {
+	fmt.Fprintf(w, "\ntxcost: %d workers, %s per leg, %d-night holds; spread = %d hotels × %d room types × %d nights, hot = the same %d nights of one room type\n",
+		o.Workers, o.Duration, o.Stay, o.Hotels, o.RoomTypes, o.Nights, o.Stay)
+	base := map[string]float64{}
+	for _, r := range rows {
+		if r.Leg == LegMinimal {
+			base[r.Client+"/"+r.Shape] = r.Rate()
+		}
+	}
+	ratio := func(r Row, client string) string {
+		b := base[client+"/"+r.Shape]
+		if b == 0 {
+			return "—"
+		}
+		return fmt.Sprintf("%.2f", r.Rate()/b)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "leg\tclient\tshape\ttx/s\tfailed\tp50 ms\tp99 ms\t÷ minimal (pgbench)\t÷ minimal (pgx)\t")
+	for _, r := range rows {
+		p50, p99 := fmt.Sprintf("%.2f", r.P50Ms), fmt.Sprintf("%.2f", r.P99Ms)
+		if r.Client == "pgbench" {
+			p50, p99 = fmt.Sprintf("(mean %.2f)", r.P50Ms), "—"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%d\t%s\t%s\t%s\t%s\t\n", r.Leg, r.Client, r.Shape, r.Rate(), r.Failed, p50, p99,
+			ratio(r, "pgbench"), ratio(r, "pgx"))
+	}
+	tw.Flush()
+	for _, r := range rows {
+		if r.FirstError != "" {
+			fmt.Fprintf(w, "%s (%s, %s): first failure: %s\n", r.Leg, r.Client, r.Shape, r.FirstError)
+		}
+	}
+}
+
+// Verify fails the run when a leg failed transactions: a yardstick that
+// measures errors measures nothing.
+func Verify(rows []Row) error {
+	for _, r := range rows {
+		if r.Failed > 0 {
+			return fmt.Errorf("%s (%s, %s): %d transactions failed", r.Leg, r.Client, r.Shape, r.Failed)
+		}
+	}
+	return nil
+}
