@@ -8,7 +8,9 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"reflect"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/berthhq/berth/internal/berth"
 	"github.com/google/uuid"
@@ -38,11 +40,17 @@ func Decode(w http.ResponseWriter, r *http.Request, dst any) error {
 	return DecodeBytes(body, dst)
 }
 
-// DecodeBytes is Decode on a body already read.
+// DecodeBytes is Decode on a body already read. JSON is UTF-8 (RFC 8259):
+// encoding/json would quietly turn invalid bytes into U+FFFD, so they are
+// refused first; after decoding, every string of dst passes the edge's
+// check of hostile bytes (edge.go), whatever field it lands in.
 func DecodeBytes(body []byte, dst any) error {
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) == 0 || trimmed[0] != '{' {
 		return berth.Invalid(berth.FieldError{Field: "body", Message: "want a JSON object"})
+	}
+	if !utf8.Valid(trimmed) {
+		return berth.Invalid(berth.FieldError{Field: "body", Message: "not valid UTF-8"})
 	}
 	dec := json.NewDecoder(bytes.NewReader(trimmed))
 	dec.DisallowUnknownFields()
@@ -54,6 +62,9 @@ func DecodeBytes(body []byte, dst any) error {
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return berth.Invalid(berth.FieldError{Field: "body", Message: "unexpected data after the JSON object"})
+	}
+	if fe := checkStrings(reflect.ValueOf(dst), ""); fe != nil {
+		return berth.Invalid(*fe)
 	}
 	return nil
 }

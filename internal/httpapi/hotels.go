@@ -34,7 +34,8 @@ func (s *Server) handle(h func(http.ResponseWriter, *http.Request) error) http.H
 	}
 }
 
-// text checks a required free-text field.
+// text checks a required free-text field. Its characters were checked at
+// the edge (edge.go) for every field alike.
 func text(f *Fields, name, v string, maxLen int) string {
 	v = strings.TrimSpace(v)
 	switch {
@@ -42,8 +43,6 @@ func text(f *Fields, name, v string, maxLen int) string {
 		f.Add(name, "required")
 	case utf8.RuneCountInString(v) > maxLen:
 		f.Add(name, "too long")
-	case !utf8.ValidString(v) || strings.ContainsAny(v, "\x00"):
-		f.Add(name, "invalid characters")
 	}
 	return v
 }

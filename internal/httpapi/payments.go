@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -69,11 +68,11 @@ func (s *Server) paymentWebhook(w http.ResponseWriter, r *http.Request) error {
 	if err := payments.Verify(s.cfg.Payments.WebhookSecret(), r.Header.Get("Berth-Signature"), raw, s.cfg.Now()); err != nil {
 		return berth.Errorf(berth.CodeUnauthorized, "the Berth-Signature header is missing, invalid or stale")
 	}
+	// The same strict decoding as every other body: an event id with a NUL
+	// or another control character is a 400, never a 500 from the store.
 	var ev paymentEvent
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&ev); err != nil {
-		return berth.Invalid(berth.FieldError{Field: "body", Message: "want {id, type, data: {kind, partition_id, reservation_id, payment_ref, amount_cents}}"})
+	if err := DecodeBytes(raw, &ev); err != nil {
+		return err
 	}
 	var f Fields
 	if ev.ID == "" || len(ev.ID) > 255 {

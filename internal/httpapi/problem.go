@@ -6,9 +6,11 @@ package httpapi
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/berthhq/berth/internal/berth"
 )
@@ -58,10 +60,19 @@ func Problem(err error) (int, []byte) {
 	doc["type"] = "https://berth.dev/problems/" + string(be.Code)
 	doc["title"] = titleOf(be.Code)
 	doc["status"] = status
-	doc["detail"] = be.Detail
+	doc["detail"] = clip(be.Detail, maxDetailRunes)
 	doc["code"] = be.Code
-	if len(be.Fields) > 0 {
-		doc["errors"] = be.Fields
+	if n := len(be.Fields); n > 0 {
+		shown := be.Fields[:min(n, MaxFieldErrors)]
+		list := make([]berth.FieldError, len(shown))
+		for i, fe := range shown {
+			list[i] = berth.FieldError{Field: clip(fe.Field, maxFieldRunes), Message: clip(fe.Message, maxFieldRunes)}
+		}
+		doc["errors"] = list
+		if n > MaxFieldErrors {
+			doc["errors_omitted"] = n - MaxFieldErrors
+			doc["detail"] = fmt.Sprintf("%s (the first %d errors are listed; %d more were omitted)", doc["detail"], MaxFieldErrors, n-MaxFieldErrors)
+		}
 	}
 	body, mErr := json.Marshal(doc)
 	if mErr != nil {
@@ -69,6 +80,36 @@ func Problem(err error) (int, []byte) {
 		status = http.StatusInternalServerError
 	}
 	return status, body
+}
+
+// The size of an answer is bounded whatever the request held (finding 7 of
+// issue 13: thousands of bad query parameters once made a 269 KB answer).
+const (
+	// MaxFieldErrors is the most entries errors[] lists; errors_omitted
+	// counts the rest.
+	MaxFieldErrors = 20
+	// maxFieldRunes bounds a field name or message of errors[] (a field
+	// name may be a client's query parameter name).
+	maxFieldRunes = 100
+	// maxDetailRunes bounds detail.
+	maxDetailRunes = 300
+)
+
+// clip shortens s to at most n runes, marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i, runes := 0, 0
+	for i < len(s) && runes < n {
+		_, size := utf8.DecodeRuneInString(s[i:])
+		i += size
+		runes++
+	}
+	if i >= len(s) {
+		return s
+	}
+	return s[:i] + "…"
 }
 
 func titleOf(c berth.Code) string {

@@ -115,7 +115,9 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 }
 
 // ServeHTTP adds the service's headers, turns panics into a logged 500
-// problem, and answers unknown routes and methods with problems too.
+// problem, refuses hostile bytes in the path, query and headers before any
+// route sees them (edge.go), and answers unknown routes and methods with
+// problems too.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Berth-Served-By", s.cfg.Region)
 	defer func() {
@@ -127,6 +129,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			WriteProblem(w, r, nil, &berth.Error{Code: berth.CodeInternal, Detail: "an internal error occurred"})
 		}
 	}()
+	if err := CheckRequest(r); err != nil {
+		WriteProblem(w, r, nil, err)
+		return
+	}
 	if _, pattern := s.mux.Handler(r); pattern == "" {
 		s.noRoute(w, r)
 		return

@@ -10,6 +10,7 @@ import (
 
 	"github.com/berthhq/berth/internal/berth"
 	"github.com/berthhq/berth/internal/httpapi"
+	"github.com/berthhq/berth/internal/postgres"
 )
 
 // ServerConfig wires the partner API.
@@ -47,6 +48,12 @@ func NewServer(cfg ServerConfig) *Server {
 }
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// The booking service's check of hostile bytes, shared: a NUL in a
+	// guest id is the client's mistake, not an outage of the read model.
+	if err := httpapi.CheckRequest(r); err != nil {
+		httpapi.WriteProblem(w, r, nil, err)
+		return
+	}
 	if _, pattern := s.mux.Handler(r); pattern == "" {
 		httpapi.WriteProblem(w, r, s.cfg.Log, berth.Errorf(berth.CodeNotFound, "no such resource"))
 		return
@@ -127,7 +134,7 @@ func (s *Server) reservations(w http.ResponseWriter, r *http.Request) {
 	}
 	items, more, err := s.cfg.Store.List(r.Context(), q)
 	if err != nil {
-		httpapi.WriteProblem(w, r, s.cfg.Log, &berth.Error{Code: berth.CodeUnavailable, Detail: "the read model is unavailable", RetryAfter: 1, Err: err})
+		httpapi.WriteProblem(w, r, s.cfg.Log, listError(err))
 		return
 	}
 	page := pageJSON{Items: make([]itemJSON, 0, len(items))}
@@ -145,6 +152,16 @@ func (s *Server) reservations(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Cache-Control", "private, no-store")
 	httpapi.WriteJSON(w, http.StatusOK, page)
+}
+
+// listError answers a failed read: 503 only when the database is down or
+// too busy (the client should retry); anything else is our bug, a logged
+// 500 — never an outage blamed on input.
+func listError(err error) error {
+	if postgres.IsTransient(err) {
+		return &berth.Error{Code: berth.CodeUnavailable, Detail: "the read model is unavailable", RetryAfter: 1, Err: err}
+	}
+	return err
 }
 
 func scopeOf(q Query) string { return q.GuestID + "\x00" + q.Kind + "\x00" + q.Status }

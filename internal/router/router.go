@@ -194,6 +194,12 @@ func (rt *Router) serve(w *statusWriter, r *http.Request) string {
 		rt.metrics.write(w, rt.cfg.Directory.Stats())
 		return "own"
 	}
+	// Hostile bytes stop at the platform's edge, with the booking service's
+	// own check (httpapi.CheckRequest), before an upstream sees them.
+	if err := httpapi.CheckRequest(r); err != nil {
+		rt.problem(w, r, err)
+		return "rejected"
+	}
 	body, ok := rt.readBody(w, r)
 	if !ok {
 		return "rejected"
