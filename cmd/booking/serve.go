@@ -26,6 +26,7 @@ type serveConfig struct {
 	Addr             string
 	DatabaseURL      string
 	TokenSecret      string
+	TokenMaxTTL      time.Duration
 	Isolation        postgres.Isolation
 	HoldTTL          time.Duration
 	LockTimeout      time.Duration
@@ -50,6 +51,8 @@ func loadServeConfig(cmd *cobra.Command) (serveConfig, error) {
 	c.DatabaseURL = config.Env("BERTH_DATABASE_URL", "")
 	c.TokenSecret = config.Env("BERTH_TOKEN_SECRET", "")
 	c.LogFormat = config.Env("BERTH_LOG_FORMAT", "json")
+	c.TokenMaxTTL, err = auth.MaxLifetimeFromEnv()
+	errs.Check(err)
 	c.Isolation, err = postgres.ParseIsolation(config.Env("BERTH_ISOLATION", "read_committed"))
 	if err != nil {
 		errs.Add("BERTH_ISOLATION: %v", err)
@@ -118,6 +121,7 @@ func newServeCmd() *cobra.Command {
 sweeper and the rolling inventory job.
 
 Environment: BERTH_REGION, BERTH_HTTP_ADDR, BERTH_DATABASE_URL, BERTH_TOKEN_SECRET,
+BERTH_TOKEN_MAX_TTL (24h: the longest token lifetime accepted),
 BERTH_ISOLATION (read_committed|serializable), BERTH_HOLD_TTL (10m),
 BERTH_LOCK_TIMEOUT (2s), BERTH_STATEMENT_TIMEOUT (5s), BERTH_SWEEP_INTERVAL (5s),
 BERTH_DB_MAX_CONNS (32), BERTH_SHUTDOWN_TIMEOUT (20s), BERTH_LOG_FORMAT (json|text).`,
@@ -165,7 +169,7 @@ func run(ctx context.Context, cfg serveConfig, stdout io.Writer, ready chan<- st
 	}
 	defer db.Close()
 	log.Info("database connected", "engine", db.Engine.String(), "isolation", string(cfg.Isolation))
-	tokens, err := auth.New(cfg.TokenSecret)
+	tokens, err := auth.New(cfg.TokenSecret, auth.WithMaxLifetime(cfg.TokenMaxTTL))
 	if err != nil {
 		return usageError{fmt.Errorf("BERTH_TOKEN_SECRET: %w", err)}
 	}

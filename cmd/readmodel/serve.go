@@ -30,6 +30,7 @@ type serveConfig struct {
 	DatabaseURL     string
 	NATSURL         string
 	TokenSecret     string
+	TokenMaxTTL     time.Duration
 	Workers         int
 	MaxDeliver      int
 	ShutdownTimeout time.Duration
@@ -53,6 +54,8 @@ func loadServeConfig(cmd *cobra.Command) (serveConfig, error) {
 	c.NATSURL = config.Env("BERTH_NATS_URL", "")
 	c.TokenSecret = config.Env("BERTH_TOKEN_SECRET", "")
 	c.LogFormat = config.Env("BERTH_LOG_FORMAT", "json")
+	c.TokenMaxTTL, err = auth.MaxLifetimeFromEnv()
+	errs.Check(err)
 	c.Workers, err = config.Int("BERTH_READMODEL_WORKERS", 16)
 	errs.Check(err)
 	c.MaxDeliver, err = config.Int("BERTH_MAX_DELIVER", 5)
@@ -103,7 +106,7 @@ func newServeCmd() *cobra.Command {
   - refunds: durable consumer "refunds": refund_requested → the payment provider.
 Each consumer dead-letters a message to berth.dlq.<consumer>.… after BERTH_MAX_DELIVER failures.
 
-Environment: BERTH_DATABASE_URL, BERTH_NATS_URL, BERTH_TOKEN_SECRET, BERTH_READMODEL_ADDR (:8090),
+Environment: BERTH_DATABASE_URL, BERTH_NATS_URL, BERTH_TOKEN_SECRET, BERTH_TOKEN_MAX_TTL (24h), BERTH_READMODEL_ADDR (:8090),
 BERTH_READMODEL_WORKERS (16), BERTH_MAX_DELIVER (5), BERTH_SHUTDOWN_TIMEOUT (20s), BERTH_LOG_FORMAT,
 BERTH_NOTIFY_SENDER (dev|smtp|webhook|none; dev), BERTH_NOTIFY_DIR (.local/outbox-mail),
 BERTH_SMTP_ADDR, BERTH_SMTP_FROM, BERTH_SMTP_USERNAME, BERTH_SMTP_PASSWORD,
@@ -135,7 +138,7 @@ func run(ctx context.Context, cfg serveConfig, stdout io.Writer, ready chan<- st
 		return fmt.Errorf("database: %w", err)
 	}
 	defer db.Close()
-	tokens, err := auth.New(cfg.TokenSecret)
+	tokens, err := auth.New(cfg.TokenSecret, auth.WithMaxLifetime(cfg.TokenMaxTTL))
 	if err != nil {
 		return usageError{fmt.Errorf("BERTH_TOKEN_SECRET: %w", err)}
 	}

@@ -19,6 +19,7 @@ type readsConfig struct {
 	Windows     map[string]waitingroom.Window // BERTH_WAITING_ROOMS
 	Keys        *waitingroom.Keyring          // BERTH_WAITING_ROOM_KEYS
 	TokenSecret string                        // BERTH_TOKEN_SECRET: tells clients apart by verified subject
+	TokenMaxTTL time.Duration                 // BERTH_TOKEN_MAX_TTL
 }
 
 func loadReadsConfig(errs *config.Errors) readsConfig {
@@ -28,6 +29,8 @@ func loadReadsConfig(errs *config.Errors) readsConfig {
 	)
 	c.RedisURL = config.Env("BERTH_REDIS_URL", "")
 	c.TokenSecret = config.Env("BERTH_TOKEN_SECRET", "")
+	c.TokenMaxTTL, err = auth.MaxLifetimeFromEnv()
+	errs.Check(err)
 	c.Rules, err = ratelimit.RulesFromEnv()
 	errs.Check(err)
 	c.Windows, c.Keys, err = waitingroom.FromEnv()
@@ -51,7 +54,7 @@ func withReads(cfg readsConfig, region string, log *slog.Logger, next http.Handl
 	}
 	ident := ratelimit.Identifier{}
 	if cfg.TokenSecret != "" {
-		if ident.Tokens, err = auth.New(cfg.TokenSecret); err != nil {
+		if ident.Tokens, err = auth.New(cfg.TokenSecret, auth.WithMaxLifetime(cfg.TokenMaxTTL)); err != nil {
 			return nil, nil, err
 		}
 	}

@@ -165,6 +165,7 @@ write_env() {
 		echo "export BERTH_BOOKING_URLS='$(IFS=,; echo "${bookings[*]}")'"
 		echo "export BERTH_READMODEL_URL='http://127.0.0.1:$READMODEL_PORT'"
 		echo "export BERTH_TOKEN_SECRET='$BERTH_TOKEN_SECRET'"
+		echo "export BERTH_TOKEN_MAX_TTL='24h'"
 		echo "export BERTH_WEBHOOK_SECRET='$BERTH_WEBHOOK_SECRET'"
 		echo "export BERTH_WAITING_ROOM_KEYS='$BERTH_WAITING_ROOM_KEYS'"
 	} >"$f.tmp"
@@ -172,10 +173,12 @@ write_env() {
 	# shellcheck disable=SC1090
 	source "$f"
 	if [[ -x "$BIN/booking" ]]; then
+		# Development tokens live within BERTH_TOKEN_MAX_TTL like any other
+		# (the services refuse longer ones); `make up` mints fresh ones.
 		{
-			echo "export BERTH_ADMIN_TOKEN='$("$BIN/booking" token --sub dev-admin --role admin --ttl 720h)'"
-			echo "export BERTH_OPS_TOKEN='$("$BIN/booking" token --sub dev-ops --role ops --ttl 720h)'"
-			echo "export BERTH_GUEST_TOKEN='$("$BIN/booking" token --sub guest-demo --role guest --ttl 720h)'"
+			echo "export BERTH_ADMIN_TOKEN='$("$BIN/booking" token --sub dev-admin --role admin --ttl 24h)'"
+			echo "export BERTH_OPS_TOKEN='$("$BIN/booking" token --sub dev-ops --role ops --ttl 24h)'"
+			echo "export BERTH_GUEST_TOKEN='$("$BIN/booking" token --sub guest-demo --role guest --ttl 24h)'"
 		} >>"$f"
 		if has_command readmodel partners; then
 			# One development partner, created once and kept in .local/partner-key.

@@ -1,33 +1,78 @@
 // Package auth issues and verifies Berth's bearer tokens: HS256 JWTs with
-// the claims sub, role, exp and, for staff, partitions. Only HS256 is
-// accepted (never "none", never another algorithm), exp is required, and the
+// the claims sub, role, exp, iat and, for staff, partitions. Only HS256 is
+// accepted (never "none", never another algorithm); exp is required and,
+// like iat and nbf, must be a JSON number; iat and nbf may not lie in the
+// future beyond Leeway; and no token lives longer than a configured maximum
+// (BERTH_TOKEN_MAX_TTL), so a leaked token is worth little for long. The
 // secret comes from the environment (BERTH_TOKEN_SECRET).
 package auth
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/berthhq/berth/internal/berth"
+	"github.com/berthhq/berth/internal/config"
 	"github.com/golang-jwt/jwt/v5"
 )
 
 // MinSecretLen is the shortest secret accepted: HS256 wants 256 bits.
 const MinSecretLen = 32
 
+// Leeway is the clock skew tolerated between the minting and the verifying
+// machine, for exp, iat and nbf alike.
+const Leeway = 30 * time.Second
+
+// DefaultMaxLifetime is the longest a token may live unless configured.
+const DefaultMaxLifetime = 24 * time.Hour
+
 // Tokens mints and verifies tokens with one shared secret.
 type Tokens struct {
-	secret []byte
-	now    func() time.Time
+	secret      []byte
+	now         func() time.Time
+	maxLifetime time.Duration
 }
 
+// Option configures Tokens.
+type Option func(*Tokens)
+
+// WithMaxLifetime sets the longest lifetime (exp − iat) a token may have;
+// Mint refuses longer ones and Verify rejects them.
+func WithMaxLifetime(d time.Duration) Option { return func(t *Tokens) { t.maxLifetime = d } }
+
 // New returns Tokens for secret, which must be at least MinSecretLen bytes.
-func New(secret string) (*Tokens, error) {
+func New(secret string, opts ...Option) (*Tokens, error) {
 	if len(secret) < MinSecretLen {
 		return nil, fmt.Errorf("token secret must be at least %d bytes", MinSecretLen)
 	}
-	return &Tokens{secret: []byte(secret), now: time.Now}, nil
+	t := &Tokens{secret: []byte(secret), now: time.Now, maxLifetime: DefaultMaxLifetime}
+	for _, o := range opts {
+		o(t)
+	}
+	if t.maxLifetime < time.Minute {
+		return nil, fmt.Errorf("token maximum lifetime %s: want at least 1m", t.maxLifetime)
+	}
+	return t, nil
+}
+
+// MaxLifetime returns the longest lifetime a token may have.
+func (t *Tokens) MaxLifetime() time.Duration { return t.maxLifetime }
+
+// MaxLifetimeFromEnv reads BERTH_TOKEN_MAX_TTL (default DefaultMaxLifetime),
+// which must lie between 1m and 30 days; every binary that mints or
+// verifies tokens reads the same variable, so they agree.
+func MaxLifetimeFromEnv() (time.Duration, error) {
+	d, err := config.Duration("BERTH_TOKEN_MAX_TTL", DefaultMaxLifetime)
+	if err != nil {
+		return 0, err
+	}
+	if d < time.Minute || d > 30*24*time.Hour {
+		return 0, fmt.Errorf("BERTH_TOKEN_MAX_TTL=%s: want 1m to 720h", d)
+	}
+	return d, nil
 }
 
 type claims struct {
@@ -36,13 +81,39 @@ type claims struct {
 	jwt.RegisteredClaims
 }
 
-// Mint returns a signed token for p, valid for ttl.
+// UnmarshalJSON refuses exp, iat and nbf that are not JSON numbers. The jwt
+// library reads "exp":"9999999999" as a date too; RFC 7519 says NumericDate
+// is a number, and a token that bends the format is not one of ours.
+func (c *claims) UnmarshalJSON(b []byte) error {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	for _, name := range []string{"exp", "iat", "nbf"} {
+		if v, ok := raw[name]; ok && !isJSONNumber(v) {
+			return fmt.Errorf("claim %s is not a number", name)
+		}
+	}
+	type plain claims // without this method
+	return json.Unmarshal(b, (*plain)(c))
+}
+
+func isJSONNumber(v json.RawMessage) bool {
+	v = bytes.TrimSpace(v)
+	return len(v) > 0 && (v[0] == '-' || (v[0] >= '0' && v[0] <= '9'))
+}
+
+// Mint returns a signed token for p, valid for ttl (more than zero, at most
+// the maximum lifetime).
 func (t *Tokens) Mint(p berth.Principal, ttl time.Duration) (string, error) {
 	if !p.Role.Valid() {
 		return "", fmt.Errorf("unknown role %q", p.Role)
 	}
 	if p.Subject == "" {
 		return "", errors.New("a token needs a subject")
+	}
+	if ttl <= 0 || ttl > t.maxLifetime {
+		return "", fmt.Errorf("token lifetime %s: want more than 0 and at most %s (BERTH_TOKEN_MAX_TTL)", ttl, t.maxLifetime)
 	}
 	now := t.now()
 	c := claims{Role: p.Role, Partitions: p.Partitions, RegisteredClaims: jwt.RegisteredClaims{
@@ -66,11 +137,21 @@ func (t *Tokens) Verify(token string) (berth.Principal, error) {
 	_, err := jwt.ParseWithClaims(token, &c, func(*jwt.Token) (any, error) { return t.secret, nil },
 		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
 		jwt.WithExpirationRequired(),
-		jwt.WithLeeway(30*time.Second),
+		jwt.WithIssuedAt(), // an iat in the future (beyond the leeway) is refused
+		jwt.WithLeeway(Leeway),
 		jwt.WithTimeFunc(t.now),
 	)
 	if err != nil {
 		return berth.Principal{}, fmt.Errorf("%w: %w", ErrInvalidToken, err)
+	}
+	// The lifetime counts from iat, or from now for a token without one, so
+	// neither an old iat nor a missing one buys a longer life.
+	from := t.now()
+	if c.IssuedAt != nil {
+		from = c.IssuedAt.Time
+	}
+	if c.ExpiresAt.Sub(from) > t.maxLifetime {
+		return berth.Principal{}, fmt.Errorf("%w: lifetime beyond the maximum of %s", ErrInvalidToken, t.maxLifetime)
 	}
 	if c.Subject == "" || !c.Role.Valid() {
 		return berth.Principal{}, fmt.Errorf("%w: missing subject or unknown role", ErrInvalidToken)

@@ -2,6 +2,7 @@ package auth
 
 import (
 	"encoding/base64"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -37,7 +38,7 @@ func TestVerifyRejects(t *testing.T) {
 	tk, _ := New(secret)
 	other, _ := New(strings.Repeat("x", 32))
 	good, _ := tk.Mint(berth.Principal{Subject: "g", Role: berth.RoleGuest}, time.Minute)
-	past := &Tokens{secret: []byte(secret), now: func() time.Time { return time.Now().Add(-time.Hour) }}
+	past := &Tokens{secret: []byte(secret), now: func() time.Time { return time.Now().Add(-time.Hour) }, maxLifetime: DefaultMaxLifetime}
 	expired, _ := past.Mint(berth.Principal{Subject: "g", Role: berth.RoleGuest}, time.Minute)
 	wrongKey, _ := other.Mint(berth.Principal{Subject: "g", Role: berth.RoleGuest}, time.Minute)
 	none, _ := jwt.NewWithClaims(jwt.SigningMethodNone, jwt.MapClaims{"sub": "g", "role": "admin", "exp": time.Now().Add(time.Hour).Unix()}).
@@ -68,5 +69,71 @@ func TestNewRejectsShortSecret(t *testing.T) {
 	t.Parallel()
 	if _, err := New("short"); err == nil {
 		t.Fatal("New accepted a short secret")
+	}
+}
+
+// signed signs raw JSON claims with HS256 and secret, as an attacker holding
+// a token of ours (or a careless minting tool) could produce them.
+func signed(t *testing.T, claimsJSON string) string {
+	t.Helper()
+	head := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"HS256","typ":"JWT"}`))
+	body := base64.RawURLEncoding.EncodeToString([]byte(claimsJSON))
+	sig, err := jwt.SigningMethodHS256.Sign(head+"."+body, []byte(secret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return head + "." + body + "." + base64.RawURLEncoding.EncodeToString(sig)
+}
+
+// Finding 8 of issue 13: a token whose iat or nbf lies in the future beyond
+// the leeway, whose exp is not a number, or whose lifetime exceeds the
+// configured maximum does not verify; Mint refuses such a lifetime too.
+func TestLifetimeLimits(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	tk, err := New(secret, WithMaxLifetime(24*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk.now = func() time.Time { return now }
+	at := func(d time.Duration) string { return fmt.Sprint(now.Add(d).Unix()) }
+	claims := func(extra string) string { return `{"sub":"g","role":"guest"` + extra + `}` }
+	for name, tc := range map[string]struct {
+		claims string
+		ok     bool
+	}{
+		"within the limits":          {claims(`,"iat":` + at(0) + `,"exp":` + at(time.Hour)), true},
+		"exactly the maximum":        {claims(`,"iat":` + at(0) + `,"exp":` + at(24*time.Hour)), true},
+		"iat within the leeway":      {claims(`,"iat":` + at(20*time.Second) + `,"exp":` + at(time.Hour)), true},
+		"iat in the future":          {claims(`,"iat":` + at(10*time.Minute) + `,"exp":` + at(time.Hour)), false},
+		"nbf in the future":          {claims(`,"iat":` + at(0) + `,"nbf":` + at(10*time.Minute) + `,"exp":` + at(time.Hour)), false},
+		"exp as a string":            {claims(`,"iat":` + at(0) + `,"exp":"` + at(time.Hour) + `"`), false},
+		"iat as a string":            {claims(`,"iat":"` + at(0) + `","exp":` + at(time.Hour)), false},
+		"nbf as a string":            {claims(`,"iat":` + at(0) + `,"nbf":"` + at(0) + `","exp":` + at(time.Hour)), false},
+		"exp as a boolean":           {claims(`,"iat":` + at(0) + `,"exp":true`), false},
+		"a 720 h lifetime":           {claims(`,"iat":` + at(0) + `,"exp":` + at(720*time.Hour)), false},
+		"a lifetime from a past iat": {claims(`,"iat":` + at(-48*time.Hour) + `,"exp":` + at(time.Hour)), false},
+		"no iat, exp too far":        {claims(`,"exp":` + at(48*time.Hour)), false},
+		"no iat, exp near":           {claims(`,"exp":` + at(time.Hour)), true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			_, err := tk.Verify(signed(t, tc.claims))
+			if tc.ok && err != nil {
+				t.Fatalf("refused %s: %v", tc.claims, err)
+			}
+			if !tc.ok && err == nil {
+				t.Fatalf("accepted %s", tc.claims)
+			}
+		})
+	}
+	if _, err := tk.Mint(berth.Principal{Subject: "g", Role: berth.RoleGuest}, 25*time.Hour); err == nil {
+		t.Fatal("Mint made a token longer than the maximum")
+	}
+	if _, err := tk.Mint(berth.Principal{Subject: "g", Role: berth.RoleGuest}, 0); err == nil {
+		t.Fatal("Mint made a token that is expired when made")
+	}
+	if _, err := New(secret, WithMaxLifetime(0)); err == nil {
+		t.Fatal("New accepted a maximum lifetime of 0")
 	}
 }
