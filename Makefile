@@ -6,7 +6,7 @@ GO ?= go
 GOTEST_FLAGS ?= -count=1 -timeout 40m
 ENV := set -a; source .local/env; set +a
 
-.PHONY: help up down run status deps build test test-race test-short lint bench txcost fuzz loadtest chaos clean
+.PHONY: help up down run status deps build test test-race test-short lint bench txcost fuzz loadtest chaos drill clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -60,6 +60,9 @@ clean: down ## stop and delete .local
 loadtest: ## a short flash-sale and hotel-mix against `make up`; reports in .local/loadtest/
 	@$(ENV); $(GO) run ./loadtest flash-sale --clients 500 --rooms 5 --rate 1000 --quiet --name make-flash-sale && \
 	  $(GO) run ./loadtest hotel-mix --duration 15s --rate 200 --hotels 12 --quiet --name make-hotel-mix
+
+drill: ## the region outage drill, long version (~2 min): kill a region under load, drain it, bring it back; report in .local/chaos/
+	@mkdir -p .local/chaos; set -o pipefail; BERTH_CHAOS_LONG=1 $(GO) test -count=1 -timeout 20m -run '^TestRegionOutage$$' -v ./internal/chaos/ 2>&1 | tee .local/chaos/make-drill.log
 
 chaos: ## the long fault-injection suite (each fault ~15 s under load; ~8 min); report in .local/chaos/
 	@mkdir -p .local/chaos; set -o pipefail; BERTH_CHAOS_LONG=1 $(GO) test -count=1 -timeout 40m -run '^TestChaos$$' -v ./internal/chaos/ 2>&1 | tee .local/chaos/make-chaos.log

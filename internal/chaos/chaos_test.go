@@ -53,17 +53,17 @@ func TestChaos(t *testing.T) {
 	started := time.Now().UTC()
 	root, _ := filepath.Abs("../..")
 	runDir := filepath.Join(root, ".local", "chaos", m.Name+"-"+started.Format("20060102-150405"))
-	s := startStack(t, runDir)
+	s := startStack(t, runDir, stackOptions{})
 	from := time.Now().UTC().AddDate(0, 0, 7).Truncate(24 * time.Hour)
 	hotels := s.seed(t, m.Hotels, m.Rooms, m.HotRooms, from.Format("2006-01-02"), from.AddDate(0, 0, m.Load.Window+1).Format("2006-01-02"))
 
-	l := newLoad(m.Load, s.routerURL, s.admin, hotels, from)
+	l := newLoad(m.Load, []string{s.routerURL}, s.admin, hotels, from)
 	loadCtx, stopLoad := context.WithCancel(context.Background())
 	loadDone := make(chan struct{})
 	go func() { defer close(loadDone); l.run(loadCtx) }()
 	t.Cleanup(func() { stopLoad(); <-loadDone })
 
-	rep := &report{Mode: m, Started: started, Hotels: len(hotels), Regions: regions}
+	rep := &report{Mode: m, Started: started, Hotels: len(hotels), Regions: s.regions}
 	time.Sleep(m.Warmup)
 	ctx := context.Background()
 	watch := newLagWatch(s.db)
@@ -133,7 +133,7 @@ func runFault(t *testing.T, ctx context.Context, s *stack, l *load, f fault, m m
 		t.Errorf("fault %s: no successful hold within %s of healing (waited %s)", f.Name, progressBound, time.Since(r.Healed).Round(time.Millisecond))
 	}
 	// The booking services must all be up again before the next fault.
-	for _, region := range regions {
+	for _, region := range s.regions {
 		if err := s.booking[region].waitReady(90 * time.Second); err != nil {
 			t.Errorf("fault %s: %v", f.Name, err)
 		}

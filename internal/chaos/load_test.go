@@ -52,11 +52,15 @@ func classify(status int, code string, err error, attempt int) outcome {
 
 // op is one logical client request and everything that happened to it.
 type op struct {
-	Kind     string // hold, confirm, cancel
-	Hotel    hotel
-	Guest    string // unique per hold chain: finds the booking in the database
-	Key      string
-	Path     string
+	Kind  string // hold, confirm, cancel
+	Hotel hotel
+	Guest string // unique per hold chain: finds the booking in the database
+	Key   string
+	Path  string
+	// Via indexes load.urls: the router this op's next attempt goes to —
+	// the client's own region's first, the next one after a transport
+	// error (a client fails over when its region's router does not answer).
+	Via      int
 	Body     []byte
 	Started  time.Time
 	Ended    time.Time
@@ -91,14 +95,16 @@ type loadConfig struct {
 	MaxAttempts int
 }
 
-// load drives hotel traffic through the router and records every outcome.
+// load drives hotel traffic through the routers and records every outcome.
 type load struct {
 	cfg    loadConfig
-	url    string
+	urls   []string // routers; each chain's client is near one of them
 	token  string
 	hotels []hotel
 	from   time.Time
 	client *http.Client
+	// onAttempt, when set, sees every attempt's answer (set before run).
+	onAttempt func(o *op, a attemptInfo)
 
 	mu        sync.Mutex
 	started   time.Time
@@ -107,9 +113,9 @@ type load struct {
 	parked    []*op     // unknown after RetryFor: resolved at the end
 }
 
-func newLoad(cfg loadConfig, url, token string, hotels []hotel, from time.Time) *load {
+func newLoad(cfg loadConfig, urls []string, token string, hotels []hotel, from time.Time) *load {
 	tr := &http.Transport{MaxIdleConns: 512, MaxIdleConnsPerHost: 512, IdleConnTimeout: 30 * time.Second}
-	return &load{cfg: cfg, url: url, token: token, hotels: hotels, from: from,
+	return &load{cfg: cfg, urls: urls, token: token, hotels: hotels, from: from,
 		client: &http.Client{Transport: tr, Timeout: cfg.Timeout}}
 }
 
@@ -154,7 +160,8 @@ func (l *load) chain(rng *rand.Rand) {
 	in := l.from.AddDate(0, 0, rng.IntN(l.cfg.Window-3))
 	nights := 1 + rng.IntN(3)
 	c := &chain{}
-	c.Hold = l.do(h, guest, "hold", "/v1/hotels/"+h.ID+"/reservations", map[string]any{
+	via := rng.IntN(len(l.urls))
+	c.Hold = l.do(h, guest, via, "hold", "/v1/hotels/"+h.ID+"/reservations", map[string]any{
 		"guest_id": guest, "room_type_id": h.RoomTypeID, "check_in": in.Format("2006-01-02"),
 		"check_out": in.AddDate(0, 0, nights).Format("2006-01-02"), "quantity": 1 + rng.IntN(2)})
 	l.mu.Lock()
@@ -166,12 +173,12 @@ func (l *load) chain(rng *rand.Rand) {
 	base := "/v1/hotels/" + h.ID + "/reservations/" + c.Hold.ResID
 	p := rng.IntN(100)
 	if p < l.cfg.ConfirmPct {
-		c.Confirm = l.do(h, guest, "confirm", base+"/confirm", map[string]any{"payment_ref": "pay-" + guest})
+		c.Confirm = l.do(h, guest, c.Hold.Via, "confirm", base+"/confirm", map[string]any{"payment_ref": "pay-" + guest})
 		if c.Confirm.Final == outOK && rng.IntN(100) < l.cfg.CancelPct {
-			c.Cancel = l.do(h, guest, "cancel", base+"/cancel", map[string]any{})
+			c.Cancel = l.do(h, guest, c.Hold.Via, "cancel", base+"/cancel", map[string]any{})
 		}
 	} else if p < l.cfg.ConfirmPct+l.cfg.CancelPct {
-		c.Cancel = l.do(h, guest, "cancel", base+"/cancel", map[string]any{})
+		c.Cancel = l.do(h, guest, c.Hold.Via, "cancel", base+"/cancel", map[string]any{})
 	}
 }
 
@@ -193,9 +200,9 @@ func (l *load) pick(rng *rand.Rand) hotel {
 
 // do sends one logical request, retrying an unknown outcome with the same
 // key and body for up to RetryFor; still unknown then, the op is parked.
-func (l *load) do(h hotel, guest, kind, path string, body map[string]any) *op {
+func (l *load) do(h hotel, guest string, via int, kind, path string, body map[string]any) *op {
 	b, _ := json.Marshal(body)
-	o := &op{Kind: kind, Hotel: h, Guest: guest, Key: uuid.NewString(), Path: path, Body: b, Started: time.Now()}
+	o := &op{Kind: kind, Hotel: h, Guest: guest, Via: via, Key: uuid.NewString(), Path: path, Body: b, Started: time.Now()}
 	deadline := o.Started.Add(l.cfg.RetryFor)
 	backoff := 100 * time.Millisecond
 	for {
@@ -218,7 +225,8 @@ func (l *load) do(h hotel, guest, kind, path string, body map[string]any) *op {
 // attempt sends the op once and folds the answer into it.
 func (l *load) attempt(o *op) {
 	o.Attempts++
-	req, err := http.NewRequest(http.MethodPost, l.url+o.Path, bytes.NewReader(o.Body))
+	via := o.Via
+	req, err := http.NewRequest(http.MethodPost, l.urls[via]+o.Path, bytes.NewReader(o.Body))
 	if err != nil {
 		panic(err)
 	}
@@ -231,8 +239,10 @@ func (l *load) attempt(o *op) {
 		ReservationID string `json:"reservation_id"`
 		Status        string `json:"status"`
 	}
+	var retryAfter, servedBy string
 	resp, err := l.client.Do(req)
 	if err == nil {
+		retryAfter, servedBy = resp.Header.Get("Retry-After"), resp.Header.Get("X-Berth-Served-By")
 		data, rerr := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		status, err = resp.StatusCode, rerr
@@ -248,6 +258,11 @@ func (l *load) attempt(o *op) {
 	o.Final, o.Status, o.Code = out, status, code
 	if err != nil {
 		o.Code = "transport: " + shortErr(err)
+		o.Via = (o.Via + 1) % len(l.urls)
+	}
+	if l.onAttempt != nil {
+		l.onAttempt(o, attemptInfo{At: time.Now(), Via: via, Answer: answerKind(status, code, err), Status: status,
+			RetryAfter: retryAfter, ServedBy: servedBy, Outcome: out})
 	}
 	if out == outOK {
 		o.ResID, o.ResState = ans.ReservationID, ans.Status
@@ -257,6 +272,17 @@ func (l *load) attempt(o *op) {
 			l.mu.Unlock()
 		}
 	}
+}
+
+// attemptInfo is one attempt's answer, for scenarios that study them.
+type attemptInfo struct {
+	At         time.Time
+	Via        int    // index of the router it went to
+	Answer     string // answerKind
+	Status     int
+	RetryAfter string
+	ServedBy   string
+	Outcome    outcome
 }
 
 // success is one successful hold.

@@ -285,12 +285,19 @@ func cell(s string) string {
 	return strings.ReplaceAll(s, "\n", "<br>")
 }
 
+// gitCommit is the short hash of the checked-out commit ("" outside git).
+func gitCommit() string {
+	out, err := exec.Command("git", "-C", "../..", "rev-parse", "--short", "HEAD").Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
+}
+
 // write logs the report and saves it as JSON and markdown.
 func (rep *report) write(t *testing.T, dir string) {
 	t.Helper()
-	if out, err := exec.Command("git", "-C", "../..", "rev-parse", "--short", "HEAD").Output(); err == nil {
-		rep.Commit = strings.TrimSpace(string(out))
-	}
+	rep.Commit = gitCommit()
 	md := rep.markdown()
 	t.Log("\n" + md)
 	if err := os.MkdirAll(dir, 0o755); err != nil {

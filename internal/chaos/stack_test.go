@@ -19,13 +19,24 @@ import (
 // tokenSecret is the HS256 secret of the suite's private deployment.
 const tokenSecret = "chaos-suite-secret-chaos-suite-secret-0123"
 
-// regions the suite deploys: two booking services so that one region keeps
-// serving while the other is killed.
+// regions the fault suite deploys: two booking services so that one region
+// keeps serving while the other is killed.
 var regions = []string{"us-east", "eu-west"}
+
+// stackOptions shape a deployment; the zero value is the fault suite's.
+type stackOptions struct {
+	// regions get a booking service each (default: regions).
+	regions []string
+	// routers are the regions that get a router each (default: us-east).
+	routers []string
+	// noReadModel leaves the read model out.
+	noReadModel bool
+}
 
 // stack is the whole platform of one run.
 type stack struct {
 	root, bin, logs string
+	regions         []string
 
 	pg      *pgCluster
 	nats    *natsNode
@@ -38,9 +49,12 @@ type stack struct {
 	urls    map[string]string
 	router  *proc
 	rm      *proc
-	// routerURL is where clients send every request.
+	// routerURL is where clients send every request: the first router.
 	routerURL string
-	pgProxies []string // proxies in front of PostgreSQL
+	// routers and routerURLs by region (the first one is router).
+	routers    map[string]*proc
+	routerURLs map[string]string
+	pgProxies  []string // proxies in front of PostgreSQL
 }
 
 // bookingProxy names the PostgreSQL proxy a region's booking service uses:
@@ -52,14 +66,20 @@ func bookingProxy(region string) string {
 	return "pg"
 }
 
-func startStack(t *testing.T, runDir string) *stack {
+func startStack(t *testing.T, runDir string, o stackOptions) *stack {
 	t.Helper()
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &stack{root: root, bin: t.TempDir(), logs: filepath.Join(runDir, "logs"),
-		booking: map[string]*proc{}, urls: map[string]string{}}
+	if len(o.regions) == 0 {
+		o.regions = regions
+	}
+	if len(o.routers) == 0 {
+		o.routers = []string{"us-east"}
+	}
+	s := &stack{root: root, bin: t.TempDir(), logs: filepath.Join(runDir, "logs"), regions: o.regions,
+		booking: map[string]*proc{}, urls: map[string]string{}, routers: map[string]*proc{}, routerURLs: map[string]string{}}
 	if err := os.MkdirAll(s.logs, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +125,7 @@ func startStack(t *testing.T, runDir string) *stack {
 		"BERTH_SHUTDOWN_TIMEOUT=2s",
 	}
 	var bookingURLs []string
-	for _, r := range regions {
+	for _, r := range s.regions {
 		port := freePort(t)
 		s.urls[r] = fmt.Sprintf("http://127.0.0.1:%d", port)
 		bookingURLs = append(bookingURLs, r+"="+s.urls[r])
@@ -128,16 +148,26 @@ func startStack(t *testing.T, runDir string) *stack {
 			"BERTH_NOTIFY_SENDER=none"}, common...),
 		logPath: filepath.Join(s.logs, "readmodel.log"), health: rmURL + "/healthz",
 	}
-	routerPort := freePort(t)
-	s.routerURL = fmt.Sprintf("http://127.0.0.1:%d", routerPort)
-	s.router = &proc{
-		name: "router-us-east", bin: filepath.Join(s.bin, "router"), args: []string{"serve", "--region", "us-east"},
-		env: append([]string{"BERTH_DATABASE_URL=" + dbURL(pgAddr), "BERTH_HTTP_ADDR=" + strings.TrimPrefix(s.routerURL, "http://"),
-			"BERTH_BOOKING_URLS=" + strings.Join(bookingURLs, ","), "BERTH_READMODEL_URL=" + rmURL,
-			"BERTH_DIRECTORY_REFRESH=2s"}, common...),
-		logPath: filepath.Join(s.logs, "router-us-east.log"), health: s.routerURL + "/readyz",
+	all := []*proc{}
+	for _, r := range s.regions {
+		all = append(all, s.booking[r])
 	}
-	all := []*proc{s.booking["us-east"], s.booking["eu-west"], s.rm, s.router}
+	if !o.noReadModel {
+		all = append(all, s.rm)
+	}
+	for _, r := range o.routers {
+		port := freePort(t)
+		s.routerURLs[r] = fmt.Sprintf("http://127.0.0.1:%d", port)
+		s.routers[r] = &proc{
+			name: "router-" + r, bin: filepath.Join(s.bin, "router"), args: []string{"serve", "--region", r},
+			env: append([]string{"BERTH_DATABASE_URL=" + dbURL(pgAddr), "BERTH_HTTP_ADDR=" + strings.TrimPrefix(s.routerURLs[r], "http://"),
+				"BERTH_BOOKING_URLS=" + strings.Join(bookingURLs, ","), "BERTH_READMODEL_URL=" + rmURL,
+				"BERTH_DIRECTORY_REFRESH=2s"}, common...),
+			logPath: filepath.Join(s.logs, "router-"+r+".log"), health: s.routerURLs[r] + "/readyz",
+		}
+		all = append(all, s.routers[r])
+	}
+	s.router, s.routerURL = s.routers[o.routers[0]], s.routerURLs[o.routers[0]]
 	for _, p := range all {
 		t.Cleanup(p.kill)
 		if err := p.start(); err != nil {
@@ -185,7 +215,7 @@ func (s *stack) seed(t *testing.T, perRegion, rooms, hotRooms int, from, to stri
 		return m
 	}
 	var out []hotel
-	for _, r := range regions {
+	for _, r := range s.regions {
 		base := s.urls[r]
 		for i := 0; i <= perRegion; i++ {
 			n := rooms

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -185,5 +186,40 @@ func TestUnknownPartitionIsOnePrompt404(t *testing.T) {
 	}
 	if got := p.metric("us-east", "berth_router_misdirected_total"); got != 0 {
 		t.Errorf("berth_router_misdirected_total = %d, want 0", got)
+	}
+}
+
+// A region that is down answers its partitions' writes 503 with
+// Retry-After; once its partitions are drained elsewhere (a move in the
+// database, while the region is still down), the very next write goes to
+// the new home — the router asks the database after a connection error
+// instead of waiting for an event or its next reload — and the client's
+// retry with the same key lands once.
+func TestDrainedDeadRegionServesAgain(t *testing.T) {
+	t.Parallel()
+	p := startPlatform(t, platformOptions{})
+	h := p.seedHotel("eu-west", 5, bookingtest.Date(1), bookingtest.Date(3))
+	dead := httptest.NewServer(http.NotFoundHandler())
+	deadURL := dead.URL
+	dead.Close()
+	rt := newRouterWith(t, p, "us-east", map[string]string{"eu-west": deadURL})
+	req := bookingtest.Request{Method: "POST", Path: "/v1/hotels/" + h.ID + "/reservations", Token: p.guest("g1"),
+		IdemKey: bookingtest.NewKey(), Body: holdBody("g1", h, bookingtest.Date(1), bookingtest.Date(2), 1)}
+	r := rt.Do(req)
+	if r.Status != http.StatusServiceUnavailable || r.Code() != "unavailable" || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("write to a down region: %d %v %s", r.Status, r.Header, r.Body)
+	}
+	if _, err := postgres.NewPlacements(p.db).MovePlacement(context.Background(), berth.KindHotel, h.ID, "ap-south"); err != nil {
+		t.Fatal(err)
+	}
+	r = rt.Do(req)
+	if r.Status != http.StatusCreated || r.Header.Get("X-Berth-Served-By") != "ap-south" {
+		t.Fatalf("the client's retry after the drain: %d served by %q: %s", r.Status, r.Header.Get("X-Berth-Served-By"), r.Body)
+	}
+	if r := rt.Do(req); r.Status != http.StatusCreated || r.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("the same key again: %d replayed %q", r.Status, r.Header.Get("Idempotent-Replayed"))
+	}
+	if n := countReservations(t, p, h.ID); n != 1 {
+		t.Fatalf("%d reservations, want 1", n)
 	}
 }

@@ -48,8 +48,10 @@ func removeHopHeaders(h http.Header) {
 //     client gets 503 with Retry-After, never the 421: a 421 is the
 //     router's business, not the client's.
 //   - connection error: re-send once when rte.mayRetry (reads; writes with an
-//     Idempotency-Key, which the booking service deduplicates), else — or
-//     when the retry fails too — 503 unavailable with Retry-After.
+//     Idempotency-Key, which the booking service deduplicates) — a write to
+//     the home region that the database says has moved meanwhile (a dead
+//     region drained) to the new home —, else — or when the retry fails
+//     too — 503 unavailable with Retry-After.
 func (rt *Router) forward(w *statusWriter, r *http.Request, body []byte, target *url.URL, home string, rte route) {
 	var (
 		retried bool
@@ -67,6 +69,16 @@ func (rt *Router) forward(w *statusWriter, r *http.Request, body []byte, target 
 				rt.metrics.retries.Add(1)
 				if !sleepCtx(r.Context(), rt.cfg.RetryBackoff) {
 					return
+				}
+				if rte.toHome && home != "" {
+					// A write to its home: the home may be down and its
+					// partitions drained away meanwhile. Ask the database,
+					// so that the retry — and this router's next requests —
+					// go to the new home rather than wait for the event or
+					// the next reload.
+					if region, found, err := rt.cfg.Directory.Refresh(r.Context(), rte.kind, rte.id); err == nil && found && rt.bookings[region] != nil {
+						target, home = rt.bookings[region], region
+					}
 				}
 				continue
 			}

@@ -145,6 +145,9 @@ type route struct {
 	// kind and id name the partition, when the request has one.
 	kind berth.Kind
 	id   string
+	// toHome: the request goes to the partition's home region (a write),
+	// not to this region.
+	toHome bool
 	// mayRetry: a connection error may be retried (reads, and writes that
 	// carry an Idempotency-Key so the booking service dedups them).
 	mayRetry bool
@@ -254,6 +257,7 @@ func (rt *Router) toHome(w *statusWriter, r *http.Request, body []byte, rte rout
 			target, home = u, region
 		}
 	}
+	rte.toHome = true
 	rt.forward(w, r, body, target, home, rte)
 }
 
