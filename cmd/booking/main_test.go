@@ -333,7 +333,7 @@ func TestShutdownDuringBurst(t *testing.T) {
 	// Every worker's first hold is waiting on the lock, inside the service.
 	waitFor(t, "all first holds to wait on the row lock", func() bool {
 		var n int
-		err := s.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+		err := dbtest.SQL(s.DB).QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
 			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n)
 		return err == nil && n >= workers
 	})
@@ -368,7 +368,7 @@ func TestShutdownDuringBurst(t *testing.T) {
 				}
 				// Never accepted: it must have left no trace.
 				var n int
-				if err := s.DB.Pool.QueryRow(ctx, "SELECT count(*) FROM idempotency_keys WHERE idem_key = $1", r.key).Scan(&n); err != nil {
+				if err := dbtest.SQL(s.DB).QueryRow(ctx, "SELECT count(*) FROM idempotency_keys WHERE idem_key = $1", r.key).Scan(&n); err != nil {
 					t.Fatal(err)
 				}
 				if n != 0 {
@@ -399,7 +399,7 @@ func TestShutdownDuringBurst(t *testing.T) {
 	for id := range created {
 		var status string
 		var events int
-		err := s.DB.Pool.QueryRow(ctx, `SELECT r.status, (SELECT count(*) FROM outbox o WHERE o.partition_id = r.hotel_id AND o.aggregate_id = r.reservation_id)
+		err := dbtest.SQL(s.DB).QueryRow(ctx, `SELECT r.status, (SELECT count(*) FROM outbox o WHERE o.partition_id = r.hotel_id AND o.aggregate_id = r.reservation_id)
 			FROM reservations r WHERE r.hotel_id = $1 AND r.reservation_id = $2`, h.ID, id).Scan(&status, &events)
 		if err != nil {
 			t.Errorf("reservation %s answered 201 but is not in the database: %v", id, err)
@@ -409,7 +409,7 @@ func TestShutdownDuringBurst(t *testing.T) {
 			t.Errorf("reservation %s: status %s, %d outbox events", id, status, events)
 		}
 	}
-	rows, err := s.DB.Pool.Query(ctx, "SELECT night::text, reserved FROM room_inventory WHERE hotel_id = $1 AND reserved > 0", h.ID)
+	rows, err := dbtest.SQL(s.DB).Query(ctx, "SELECT night::text, reserved FROM room_inventory WHERE hotel_id = $1 AND reserved > 0", h.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -162,7 +162,7 @@ func run(ctx context.Context, cfg serveConfig, stdout io.Writer, ready chan<- st
 	defer func() { _ = flushTelemetry(context.Background()) }()
 	db, err := postgres.Open(ctx, cfg.DatabaseURL, postgres.Options{
 		Isolation: cfg.Isolation, LockTimeout: cfg.LockTimeout, StatementTimeout: cfg.StatementTimeout,
-		MaxConns: int32(cfg.MaxConns), Tracer: tel.PgxTracer(),
+		MaxConns: int32(cfg.MaxConns), Telemetry: tel,
 	})
 	if err != nil {
 		return fmt.Errorf("database: %w", err)

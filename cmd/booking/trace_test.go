@@ -61,7 +61,7 @@ func TestTraceThroughOutbox(t *testing.T) {
 
 	// The router of us-east, wired as `router serve` wires it.
 	rtel := setup("router", "us-east")
-	rdb, err := postgres.Open(ctx, s.DBURL, postgres.Options{MaxConns: 4, Tracer: rtel.PgxTracer()})
+	rdb, err := postgres.Open(ctx, s.DBURL, postgres.Options{MaxConns: 4, Telemetry: rtel})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,12 +83,12 @@ func TestTraceThroughOutbox(t *testing.T) {
 
 	// The read model's projection, wired as `readmodel serve` wires it.
 	mtel := setup("readmodel", "")
-	mdb, err := postgres.Open(ctx, s.DBURL, postgres.Options{MaxConns: 8, Tracer: mtel.PgxTracer()})
+	mdb, err := postgres.Open(ctx, s.DBURL, postgres.Options{MaxConns: 8, Telemetry: mtel})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(mdb.Close)
-	view := readmodel.NewStore(mdb)
+	view := postgres.NewReadModel(mdb)
 	nc, err := natsbus.Connect(ns.URL, "berth-readmodel", quiet)
 	if err != nil {
 		t.Fatal(err)

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/berthhq/berth/internal/postgres"
 	"github.com/berthhq/berth/internal/telemetry"
 )
 
@@ -25,11 +24,6 @@ var bookingOps = map[string]string{
 	"POST /v1/placements/{kind}/{partition_id}/move":                        "placement.move",
 }
 
-// outboxStatsSQL is cheap: outbox_unsent_idx covers the unsent rows, which
-// the relay keeps few.
-const outboxStatsSQL = `SELECT count(*), COALESCE(EXTRACT(EPOCH FROM now() - min(created_at)), 0)::FLOAT8
-	FROM outbox WHERE sent_at IS NULL AND home_region = $1`
-
 // readyCheck is one dependency /readyz checks. Parts of the service that
 // depend on NATS or Redis append theirs to wiring.ready.
 type readyCheck struct {
@@ -45,32 +39,18 @@ func wireTelemetry(_ context.Context, w *wiring) error {
 	tel, db := w.tel, w.db
 	w.api.Metrics = tel.MetricsHandler()
 	db.OnRetry(func(err error) { tel.TxRetry(context.Background(), err) })
-	if err := tel.ObservePool(func() telemetry.PoolStats { return poolStats(db) }); err != nil {
+	if err := tel.ObservePool(func() telemetry.PoolStats { return telemetry.PoolStats(db.PoolStats()) }); err != nil {
 		return err
 	}
 	if err := tel.ObserveOutbox(5*time.Second, func(ctx context.Context) (telemetry.OutboxStats, error) {
-		var (
-			n   int64
-			age float64
-		)
-		if err := db.Pool.QueryRow(ctx, outboxStatsSQL, w.cfg.Region).Scan(&n, &age); err != nil {
-			return telemetry.OutboxStats{}, fmt.Errorf("outbox stats: %w", err)
-		}
-		return telemetry.OutboxStats{Backlog: n, OldestAge: time.Duration(age * float64(time.Second))}, nil
+		n, age, err := db.OutboxBacklog(ctx, w.cfg.Region)
+		return telemetry.OutboxStats{Backlog: n, OldestAge: age}, err
 	}); err != nil {
 		return err
 	}
 	checks := append([]readyCheck{{"database", db.Ping}}, w.ready...)
 	w.api.Ready = func(ctx context.Context) error { return checkReady(ctx, checks) }
 	return nil
-}
-
-func poolStats(db *postgres.DB) telemetry.PoolStats {
-	s := db.Pool.Stat()
-	return telemetry.PoolStats{
-		Acquired: s.AcquiredConns(), Idle: s.IdleConns(), Total: s.TotalConns(), Max: s.MaxConns(),
-		EmptyAcquire: s.EmptyAcquireCount(),
-	}
 }
 
 // checkReady runs every check at once and names each one that failed.

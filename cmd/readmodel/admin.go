@@ -11,13 +11,12 @@ import (
 
 	"github.com/berthhq/berth/internal/config"
 	"github.com/berthhq/berth/internal/postgres"
-	"github.com/berthhq/berth/internal/readmodel"
 	"github.com/spf13/cobra"
 )
 
 // openStore opens the database named by BERTH_DATABASE_URL for the admin
 // commands (partners, rebuild, verify).
-func openStore(ctx context.Context) (*readmodel.Store, func(), error) {
+func openStore(ctx context.Context) (*postgres.ReadModel, func(), error) {
 	url := config.Env("BERTH_DATABASE_URL", "")
 	if url == "" {
 		return nil, nil, usageError{errors.New("BERTH_DATABASE_URL: required")}
@@ -26,7 +25,7 @@ func openStore(ctx context.Context) (*readmodel.Store, func(), error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("database: %w", err)
 	}
-	return readmodel.NewStore(db), db.Close, nil
+	return postgres.NewReadModel(db), db.Close, nil
 }
 
 func newPartnersCmd() *cobra.Command {

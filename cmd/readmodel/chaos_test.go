@@ -13,6 +13,7 @@ import (
 
 	"github.com/berthhq/berth/internal/berth"
 	"github.com/berthhq/berth/internal/bookingtest"
+	"github.com/berthhq/berth/internal/dbtest"
 	"github.com/berthhq/berth/internal/events"
 	"github.com/berthhq/berth/internal/natsbus"
 	"github.com/berthhq/berth/internal/notify"
@@ -105,7 +106,7 @@ func TestChaos(t *testing.T) {
 	// Everything reached the stream.
 	eventually(t, 60*time.Second, "every outbox row sent", func() bool {
 		var n int
-		_ = s.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE sent_at IS NULL`).Scan(&n)
+		_ = dbtest.SQL(s.db).QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE sent_at IS NULL`).Scan(&n)
 		return n == 0
 	})
 	nc, err := nats.Connect(s.nats.URL)
@@ -115,7 +116,7 @@ func TestChaos(t *testing.T) {
 	defer nc.Close()
 	js, _ := natsbus.NewJetStream(nc, 5*time.Second)
 	inStream := streamEventIDs(t, js)
-	rows, err := s.db.Pool.Query(context.Background(), `SELECT event_id::TEXT FROM outbox`)
+	rows, err := dbtest.SQL(s.db).Query(context.Background(), `SELECT event_id::TEXT FROM outbox`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,13 +145,13 @@ func TestChaos(t *testing.T) {
 		})
 	}
 	var applied int
-	_ = s.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM rm_processed_events WHERE consumer = 'readmodel'`).Scan(&applied)
+	_ = dbtest.SQL(s.db).QueryRow(context.Background(), `SELECT count(*) FROM rm_processed_events WHERE consumer = 'readmodel'`).Scan(&applied)
 	if applied != total {
 		t.Errorf("read model applied %d events, outbox has %d", applied, total)
 	}
 	eventually(t, 30*time.Second, "notifications sent", func() bool {
 		var pending int
-		_ = s.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM notify_messages WHERE status <> 'sent'`).Scan(&pending)
+		_ = dbtest.SQL(s.db).QueryRow(context.Background(), `SELECT count(*) FROM notify_messages WHERE status <> 'sent'`).Scan(&pending)
 		return pending == 0
 	})
 	counter.mu.Lock()

@@ -12,7 +12,10 @@ import (
 
 	"github.com/berthhq/berth/internal/berth"
 	"github.com/berthhq/berth/internal/bookingtest"
+	"github.com/berthhq/berth/internal/dbtest"
+	"github.com/berthhq/berth/internal/postgres"
 	"github.com/berthhq/berth/internal/readmodel"
+	"github.com/berthhq/berth/internal/view"
 )
 
 // TestEventFigures measures, and logs, the relay's throughput and the lag
@@ -40,14 +43,14 @@ func TestEventFigures(t *testing.T) {
 	// drained by the three relays.
 	backlog := book(t, s, hotels, rate*4, 0)
 	var unsent int
-	_ = s.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE sent_at IS NULL`).Scan(&unsent)
+	_ = dbtest.SQL(s.db).QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE sent_at IS NULL`).Scan(&unsent)
 	start := time.Now()
 	for _, r := range berth.Regions {
 		s.startRelay(r, nil)
 	}
 	eventually(t, 5*time.Minute, "backlog relayed", func() bool {
 		var n int
-		_ = s.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE sent_at IS NULL`).Scan(&n)
+		_ = dbtest.SQL(s.db).QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE sent_at IS NULL`).Scan(&n)
 		return n == 0
 	})
 	elapsed := time.Since(start)
@@ -61,9 +64,9 @@ func TestEventFigures(t *testing.T) {
 	)
 	s.startReadModel(func(c *serveConfig) {
 		c.Workers = envInt("BERTH_FIGURES_WORKERS", 32)
-		c.Projector = func(st *readmodel.Store, log *slog.Logger) *readmodel.Projector {
+		c.Projector = func(st *postgres.ReadModel, log *slog.Logger) *readmodel.Projector {
 			p := readmodel.NewProjector(st, log)
-			p.OnApplied = func(it readmodel.Item, applied time.Time) {
+			p.OnApplied = func(it view.Item, applied time.Time) {
 				mu.Lock()
 				lags = append(lags, applied.Sub(it.EventTime))
 				mu.Unlock()
@@ -73,7 +76,7 @@ func TestEventFigures(t *testing.T) {
 	})
 	eventually(t, 5*time.Minute, "backlog projected", func() bool {
 		var n int
-		_ = s.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM rm_processed_events WHERE consumer = 'readmodel'`).Scan(&n)
+		_ = dbtest.SQL(s.db).QueryRow(context.Background(), `SELECT count(*) FROM rm_processed_events WHERE consumer = 'readmodel'`).Scan(&n)
 		return n >= unsent
 	})
 	mu.Lock()
@@ -81,10 +84,10 @@ func TestEventFigures(t *testing.T) {
 	mu.Unlock()
 	made := book(t, s, hotels, rate*seconds, rate)
 	var total int
-	_ = s.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox`).Scan(&total)
+	_ = dbtest.SQL(s.db).QueryRow(context.Background(), `SELECT count(*) FROM outbox`).Scan(&total)
 	eventually(t, 5*time.Minute, "steady load projected", func() bool {
 		var n int
-		_ = s.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM rm_processed_events WHERE consumer = 'readmodel'`).Scan(&n)
+		_ = dbtest.SQL(s.db).QueryRow(context.Background(), `SELECT count(*) FROM rm_processed_events WHERE consumer = 'readmodel'`).Scan(&n)
 		return n >= total
 	})
 	mu.Lock()

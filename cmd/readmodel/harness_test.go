@@ -17,7 +17,6 @@ import (
 	"github.com/berthhq/berth/internal/natsbus"
 	"github.com/berthhq/berth/internal/natsbus/natstest"
 	"github.com/berthhq/berth/internal/postgres"
-	"github.com/berthhq/berth/internal/readmodel"
 )
 
 // stack is three booking regions on one database, a relay per region, an
@@ -230,7 +229,7 @@ func act(t testing.TB, env *bookingtest.Env, b booking, action string) {
 
 func (s *stack) partnerKey() string {
 	s.t.Helper()
-	_, key, err := readmodel.NewStore(s.db).CreatePartner(context.Background(), "test-partner")
+	_, key, err := postgres.NewReadModel(s.db).CreatePartner(context.Background(), "test-partner")
 	if err != nil {
 		s.t.Fatal(err)
 	}

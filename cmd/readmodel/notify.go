@@ -123,7 +123,7 @@ func startNotifications(ctx context.Context, cfg serveConfig, db *postgres.DB, j
 	if len(senders) == 0 {
 		return errors.New("notifications: no sender configured")
 	}
-	n := notify.New(db, senders, log)
+	n := notify.New(postgres.NewNotifications(db), senders, log)
 	start("notify", func(ctx context.Context) error {
 		return natsbus.Consume(ctx, js, natsbus.ConsumerConfig{Durable: notify.ConsumerName, MaxDeliver: cfg.MaxDeliver,
 			Workers: 4, Log: log, Transient: postgres.IsTransient}, envelopeHandler(n.Apply))

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthhq/berth/internal/dbtest"
 	"github.com/berthhq/berth/internal/natsbus"
 	"github.com/berthhq/berth/internal/notify"
 	"github.com/google/uuid"
@@ -77,7 +78,7 @@ func TestOneConfirmationPerBookingDespiteRedeliveries(t *testing.T) {
 	}
 	defer nc.Close()
 	js, _ := natsbus.NewJetStream(nc, 5*time.Second)
-	rows, err := s.db.Pool.Query(context.Background(), `SELECT event_id::TEXT FROM outbox`)
+	rows, err := dbtest.SQL(s.db).Query(context.Background(), `SELECT event_id::TEXT FROM outbox`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +107,7 @@ func TestOneConfirmationPerBookingDespiteRedeliveries(t *testing.T) {
 	}
 	eventually(t, 60*time.Second, "12 confirmations and 3 cancellations sent", func() bool {
 		var sent, pending int
-		_ = s.db.Pool.QueryRow(context.Background(), `SELECT count(*) FILTER (WHERE status = 'sent'), count(*) FILTER (WHERE status <> 'sent') FROM notify_messages`).Scan(&sent, &pending)
+		_ = dbtest.SQL(s.db).QueryRow(context.Background(), `SELECT count(*) FILTER (WHERE status = 'sent'), count(*) FILTER (WHERE status <> 'sent') FROM notify_messages`).Scan(&sent, &pending)
 		return sent == n+3 && pending == 0
 	})
 	// Let the redelivered copies drain through the consumer, then check.

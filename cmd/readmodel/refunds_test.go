@@ -8,6 +8,7 @@ import (
 
 	"github.com/berthhq/berth/internal/berth"
 	"github.com/berthhq/berth/internal/bookingtest"
+	"github.com/berthhq/berth/internal/dbtest"
 	"github.com/berthhq/berth/internal/natsbus"
 	"github.com/nats-io/nats.go"
 )
@@ -32,7 +33,7 @@ func TestRefundRequestedRefundsOnce(t *testing.T) {
 		t.Fatalf("late confirm: %d %s", r.Status, r.Body)
 	}
 	refunds := func() (n int, amount int64) {
-		_ = s.db.Pool.QueryRow(context.Background(), `SELECT count(*), COALESCE(sum(amount_cents), 0) FROM payment_refunds WHERE reservation_id = $1`, late.id).Scan(&n, &amount)
+		_ = dbtest.SQL(s.db).QueryRow(context.Background(), `SELECT count(*), COALESCE(sum(amount_cents), 0) FROM payment_refunds WHERE reservation_id = $1`, late.id).Scan(&n, &amount)
 		return n, amount
 	}
 	eventually(t, 20*time.Second, "the refund", func() bool { n, _ := refunds(); return n == 1 })

@@ -9,7 +9,8 @@ import (
 	"time"
 
 	"github.com/berthhq/berth/internal/berth"
-	"github.com/berthhq/berth/internal/readmodel"
+	"github.com/berthhq/berth/internal/dbtest"
+	"github.com/berthhq/berth/internal/postgres"
 )
 
 // A guest with stays in hotels homed in three regions sees every one of
@@ -139,7 +140,7 @@ func TestGuestSeesBookingsOfThreeRegions(t *testing.T) {
 		if st, _, _ := s.get(path, map[string]string{"X-API-Key": "bpk_nope"}); st != http.StatusUnauthorized {
 			t.Errorf("unknown key: %d, want 401", st)
 		}
-		store := readmodel.NewStore(s.db)
+		store := postgres.NewReadModel(s.db)
 		p, k2, err := store.CreatePartner(context.Background(), "short-lived")
 		if err != nil {
 			t.Fatal(err)
@@ -162,14 +163,14 @@ func TestGuestSeesBookingsOfThreeRegions(t *testing.T) {
 			t.Fatalf("verify: %v\n%s", err, out.String())
 		}
 		// Break the view, see verify notice, rebuild, see it agree again.
-		if _, err := s.db.Pool.Exec(context.Background(), `UPDATE rm_reservations SET status = 'held', version = 1 WHERE id = $1`, bookings[0].id); err != nil {
+		if _, err := dbtest.SQL(s.db).Exec(context.Background(), `UPDATE rm_reservations SET status = 'held', version = 1 WHERE id = $1`, bookings[0].id); err != nil {
 			t.Fatal(err)
 		}
 		out.Reset()
 		if err := verify(context.Background(), &out); err == nil || !strings.Contains(out.String(), bookings[0].id) {
 			t.Fatalf("verify missed a broken row: %v\n%s", err, out.String())
 		}
-		if _, err := readmodel.NewStore(s.db).Rebuild(context.Background()); err != nil {
+		if _, err := postgres.NewReadModel(s.db).Rebuild(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		out.Reset()

@@ -37,7 +37,7 @@ type serveConfig struct {
 	LogFormat       string
 	Notify          notifyConfig
 	// Projector, when set, is used instead of a new one (tests observe it).
-	Projector func(*readmodel.Store, *slog.Logger) *readmodel.Projector
+	Projector func(*postgres.ReadModel, *slog.Logger) *readmodel.Projector
 	// telemetry adds options to telemetry.Setup (tests); tracing itself is
 	// configured by the OTEL_* variables.
 	telemetry []telemetry.Option
@@ -133,7 +133,7 @@ func run(ctx context.Context, cfg serveConfig, stdout io.Writer, ready chan<- st
 		return fmt.Errorf("telemetry: %w", err)
 	}
 	defer flushWithin(flushTelemetry, 5*time.Second)
-	db, err := postgres.Open(ctx, cfg.DatabaseURL, postgres.Options{MaxConns: int32(cfg.Workers*2 + 8), Tracer: tel.PgxTracer()})
+	db, err := postgres.Open(ctx, cfg.DatabaseURL, postgres.Options{MaxConns: int32(cfg.Workers*2 + 8), Telemetry: tel})
 	if err != nil {
 		return fmt.Errorf("database: %w", err)
 	}
@@ -151,7 +151,7 @@ func run(ctx context.Context, cfg serveConfig, stdout io.Writer, ready chan<- st
 	if err != nil {
 		return err
 	}
-	store := readmodel.NewStore(db)
+	store := postgres.NewReadModel(db)
 	proj := readmodel.NewProjector(store, log)
 	if cfg.Projector != nil {
 		proj = cfg.Projector(store, log)

@@ -149,7 +149,7 @@ func run(ctx context.Context, cfg serveConfig, stdout io.Writer, ready chan<- st
 		return fmt.Errorf("telemetry: %w", err)
 	}
 	defer flushWithin(flushTelemetry, 5*time.Second)
-	db, err := postgres.Open(ctx, cfg.DatabaseURL, postgres.Options{MaxConns: 4, StatementTimeout: 5 * time.Second, Tracer: tel.PgxTracer()})
+	db, err := postgres.Open(ctx, cfg.DatabaseURL, postgres.Options{MaxConns: 4, StatementTimeout: 5 * time.Second, Telemetry: tel})
 	if err != nil {
 		return fmt.Errorf("database: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/berthhq/berth/internal/berth"
 	"github.com/berthhq/berth/internal/bookingtest"
+	"github.com/berthhq/berth/internal/dbtest"
 	"github.com/berthhq/berth/internal/postgres"
 )
 
@@ -34,7 +35,7 @@ func (c *cancelAfter) Write(p []byte) (int, error) {
 
 func homes(t *testing.T, db *postgres.DB) map[string]int {
 	t.Helper()
-	rows, err := db.Pool.Query(context.Background(), `SELECT home_region, count(*) FROM placements GROUP BY 1`)
+	rows, err := dbtest.SQL(db).Query(context.Background(), `SELECT home_region, count(*) FROM placements GROUP BY 1`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +95,7 @@ func TestDrainInterruptedThenResumed(t *testing.T) {
 		t.Fatalf("uneven drain: %v", h)
 	}
 	var twice int
-	if err := env.DB.Pool.QueryRow(context.Background(), `SELECT count(*) FROM placements WHERE version > 2`).Scan(&twice); err != nil || twice != 0 {
+	if err := dbtest.SQL(env.DB).QueryRow(context.Background(), `SELECT count(*) FROM placements WHERE version > 2`).Scan(&twice); err != nil || twice != 0 {
 		t.Fatalf("%d partitions were moved more than once (%v)", twice, err)
 	}
 	// A third run has nothing to do and says so.

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 
+	"github.com/berthhq/berth/internal/dbtest"
 	"github.com/berthhq/berth/internal/postgres"
 )
 
@@ -15,7 +16,7 @@ import (
 // catalog, so a table added by a later migration is covered without
 // touching this function. Meant for the small databases of tests.
 func Snapshot(ctx context.Context, db *postgres.DB) (string, error) {
-	rows, err := db.Pool.Query(ctx, `
+	rows, err := dbtest.SQL(db).Query(ctx, `
 		SELECT table_name::TEXT FROM information_schema.tables
 		WHERE table_schema = current_schema() AND table_type = 'BASE TABLE' AND table_name NOT LIKE 'goose%'
 		ORDER BY table_name`)
@@ -40,7 +41,7 @@ func Snapshot(ctx context.Context, db *postgres.DB) (string, error) {
 		// The names come from the catalog, not from input; quote them anyway.
 		var digest, count string
 		q := fmt.Sprintf(`SELECT COALESCE(md5(string_agg(t::TEXT, '|' ORDER BY t::TEXT)), ''), count(*)::TEXT FROM %q AS t`, name)
-		if err := db.Pool.QueryRow(ctx, q).Scan(&digest, &count); err != nil {
+		if err := dbtest.SQL(db).QueryRow(ctx, q).Scan(&digest, &count); err != nil {
 			return "", fmt.Errorf("snapshot %s: %w", name, err)
 		}
 		fmt.Fprintf(h, "%s:%s:%s\n", name, count, digest)

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/berthhq/berth/internal/dbtest"
 	"github.com/berthhq/berth/internal/postgres"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -43,7 +44,7 @@ type resRow struct{ id, status string }
 
 func auditBookings(ctx context.Context, db *postgres.DB, chains []*chain) (bookingAudit, error) {
 	var a bookingAudit
-	rows, err := db.Pool.Query(ctx, `SELECT guest_id, reservation_id::TEXT, status FROM reservations WHERE guest_id LIKE 'chaos-%'`)
+	rows, err := dbtest.SQL(db).Query(ctx, `SELECT guest_id, reservation_id::TEXT, status FROM reservations WHERE guest_id LIKE 'chaos-%'`)
 	if err != nil {
 		return a, fmt.Errorf("read reservations: %w", err)
 	}
@@ -155,7 +156,7 @@ func auditStream(ctx context.Context, db *postgres.DB, natsAddr string, within t
 	var a streamAudit
 	start := time.Now()
 	for {
-		if err := db.Pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE sent_at IS NULL) FROM outbox WHERE kind = 'hotel'`).
+		if err := dbtest.SQL(db).QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE sent_at IS NULL) FROM outbox WHERE kind = 'hotel'`).
 			Scan(&a.Outbox, &a.Unsent); err != nil {
 			return a, err
 		}
@@ -166,7 +167,7 @@ func auditStream(ctx context.Context, db *postgres.DB, natsAddr string, within t
 	}
 	a.DrainedIn = time.Since(start).Round(10 * time.Millisecond).String()
 	sent := map[string]bool{}
-	rows, err := db.Pool.Query(ctx, `SELECT event_id::TEXT FROM outbox WHERE kind = 'hotel' AND sent_at IS NOT NULL`)
+	rows, err := dbtest.SQL(db).Query(ctx, `SELECT event_id::TEXT FROM outbox WHERE kind = 'hotel' AND sent_at IS NOT NULL`)
 	if err != nil {
 		return a, err
 	}
@@ -275,7 +276,7 @@ func (w *lagWatch) add(i int, s success, healed time.Time) {
 		for time.Now().Before(deadline) {
 			var ok bool
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			err := w.db.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM rm_reservations WHERE kind = 'hotel' AND partition_id = $1 AND id = $2)`,
+			err := dbtest.SQL(w.db).QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM rm_reservations WHERE kind = 'hotel' AND partition_id = $1 AND id = $2)`,
 				s.HotelID, s.ResID).Scan(&ok)
 			cancel()
 			if err == nil && ok {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/berthhq/berth/internal/dbtest"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -107,7 +108,7 @@ func (s *stack) relayKillFault() fault {
 					continue
 				}
 				var sent int64
-				if err := s.db.Pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE kind = 'hotel' AND sent_at IS NOT NULL`).Scan(&sent); err != nil {
+				if err := dbtest.SQL(s.db).QueryRow(ctx, `SELECT count(*) FROM outbox WHERE kind = 'hotel' AND sent_at IS NOT NULL`).Scan(&sent); err != nil {
 					time.Sleep(50 * time.Millisecond)
 					continue
 				}

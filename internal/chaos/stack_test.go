@@ -13,6 +13,7 @@ import (
 
 	"github.com/berthhq/berth/internal/auth"
 	"github.com/berthhq/berth/internal/berth"
+	"github.com/berthhq/berth/internal/dbtest"
 	"github.com/berthhq/berth/internal/postgres"
 )
 
@@ -108,6 +109,7 @@ func startStack(t *testing.T, runDir string, o stackOptions) *stack {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.db.Close)
+	dbtest.Register(t, s.db, s.pg.url("berth"))
 	s.tokens, err = auth.New(tokenSecret)
 	if err != nil {
 		t.Fatal(err)

@@ -11,11 +11,13 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/berthhq/berth/internal/postgres"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // AdminURL returns the admin database URL, skipping or failing the test when
@@ -84,5 +86,58 @@ func New(t testing.TB, opts postgres.Options) (*postgres.DB, string) {
 	if _, err := postgres.Migrate(ctx, db); err != nil {
 		t.Fatalf("migrate test database: %v", err)
 	}
+	Register(t, db, url)
 	return db, url
+}
+
+// A test checks what a store wrote by reading the database itself, with SQL
+// of its own rather than through the store under test. The store keeps its
+// pool to itself, so the test gets a second pool on the same database.
+var (
+	mu      sync.Mutex
+	sqlURLs = map[*postgres.DB]*rawPool{}
+)
+
+type rawPool struct {
+	url  string
+	once sync.Once
+	pool *pgxpool.Pool
+	err  error
+}
+
+// Register makes db's database reachable through SQL until the test ends;
+// New registers the databases it makes.
+func Register(t testing.TB, db *postgres.DB, url string) {
+	t.Helper()
+	rp := &rawPool{url: url}
+	mu.Lock()
+	sqlURLs[db] = rp
+	mu.Unlock()
+	t.Cleanup(func() {
+		mu.Lock()
+		delete(sqlURLs, db)
+		mu.Unlock()
+		if rp.pool != nil {
+			rp.pool.Close()
+		}
+	})
+}
+
+// SQL returns a pool on db's database for a test's own queries (opened on
+// first use, closed when the test ends). It panics for a database that New
+// did not make nor Register name: that is a mistake in the test.
+func SQL(db *postgres.DB) *pgxpool.Pool {
+	mu.Lock()
+	rp := sqlURLs[db]
+	mu.Unlock()
+	if rp == nil {
+		panic("dbtest.SQL: database not made by dbtest.New nor registered")
+	}
+	rp.once.Do(func() {
+		rp.pool, rp.err = pgxpool.New(context.Background(), rp.url)
+	})
+	if rp.err != nil {
+		panic(fmt.Sprintf("dbtest.SQL: %v", rp.err))
+	}
+	return rp.pool
 }

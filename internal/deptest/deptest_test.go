@@ -19,16 +19,23 @@ var domain = []string{
 }
 
 // edge packages must not reach the database driver, its migrations or its
-// retry library, directly or through anything they import.
+// retry library, directly or through anything they import. The read model's
+// projector and API reach their store through readmodel.Store, and
+// telemetry hands postgres its providers rather than building the driver's
+// tracer itself.
 var edge = []string{
 	"internal/auth",
 	"internal/events",
 	"internal/httpapi",
+	"internal/natsbus",
 	"internal/payments",
 	"internal/ratelimit",
+	"internal/readmodel",
 	"internal/rediscache",
 	"internal/router",
 	"internal/search",
+	"internal/telemetry",
+	"internal/view",
 	"internal/waitingroom",
 }
 

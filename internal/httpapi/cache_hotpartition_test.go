@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/berthhq/berth/internal/bookingtest"
+	"github.com/berthhq/berth/internal/dbtest"
 	"github.com/berthhq/berth/internal/postgres"
 )
 
@@ -24,7 +25,7 @@ func TestHotPartitionLockWaitIs503(t *testing.T) {
 	ctx := context.Background()
 
 	// The side connection: a transaction that sits on the night's row.
-	side, err := env.DB.Pool.Begin(ctx)
+	side, err := dbtest.SQL(env.DB).Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +67,7 @@ func TestHotPartitionLockWaitIs503(t *testing.T) {
 	}
 	hold(t, env, h, in, out)
 	var reserved int
-	if err := env.DB.Pool.QueryRow(ctx, `SELECT reserved FROM room_inventory WHERE hotel_id = $1 AND night = $2`, h.ID, in).Scan(&reserved); err != nil || reserved != 1 {
+	if err := dbtest.SQL(env.DB).QueryRow(ctx, `SELECT reserved FROM room_inventory WHERE hotel_id = $1 AND night = $2`, h.ID, in).Scan(&reserved); err != nil || reserved != 1 {
 		t.Fatalf("reserved = %d (%v), want 1: a 503 hold took a room", reserved, err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/berthhq/berth/internal/bookingtest"
+	"github.com/berthhq/berth/internal/dbtest"
 	"github.com/berthhq/berth/internal/httpapi"
 	"github.com/berthhq/berth/internal/postgres"
 	"github.com/berthhq/berth/internal/rediscache"
@@ -190,7 +191,7 @@ func TestCacheStalenessWithoutInvalidationIsTTL(t *testing.T) {
 			t.Fatal(err)
 		}
 		// A write behind the service's back: no invalidation at all.
-		if _, err := env.DB.Pool.Exec(ctx, `UPDATE room_inventory SET reserved = reserved + 1
+		if _, err := dbtest.SQL(env.DB).Exec(ctx, `UPDATE room_inventory SET reserved = reserved + 1
 			WHERE hotel_id = $1 AND room_type_id = $2 AND night = $3`, h.ID, h.RoomTypeID, in); err != nil {
 			t.Fatal(err)
 		}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/berthhq/berth/internal/bookingtest"
+	"github.com/berthhq/berth/internal/dbtest"
 )
 
 // BenchmarkClinicHold measures POST /appointments through HTTP on a real
@@ -24,7 +25,7 @@ func BenchmarkClinicHold(b *testing.B) {
 		days := min(b.N/288+2, 366)
 		e.materialize(clinic, bookingtest.Date(1), bookingtest.Date(1+days))
 		var ids []string
-		rows, err := e.DB.Pool.Query(context.Background(),
+		rows, err := dbtest.SQL(e.DB).Query(context.Background(),
 			`SELECT slot_id::TEXT FROM slots WHERE clinic_id = $1 AND doctor_id = $2 ORDER BY starts_at`, clinic, doctor)
 		if err != nil {
 			b.Fatal(err)

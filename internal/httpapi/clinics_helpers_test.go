@@ -8,6 +8,7 @@ import (
 
 	"github.com/berthhq/berth/internal/berth"
 	"github.com/berthhq/berth/internal/bookingtest"
+	"github.com/berthhq/berth/internal/dbtest"
 	"github.com/berthhq/berth/internal/httpapi"
 	"github.com/berthhq/berth/internal/postgres"
 )
@@ -105,7 +106,7 @@ func (e *clinicEnv) hold(ctx context.Context, clinicID, guestID string, body map
 func (e *clinicEnv) queryInt(sql string, args ...any) int {
 	e.T.Helper()
 	var n int64
-	if err := e.DB.Pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
+	if err := dbtest.SQL(e.DB).QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
 		e.T.Fatalf("%s: %v", sql, err)
 	}
 	return int(n)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/berthhq/berth/internal/berth"
 	"github.com/berthhq/berth/internal/bookingtest"
+	"github.com/berthhq/berth/internal/dbtest"
 )
 
 // TestClinicConcurrentHoldsOneSlot: 50 guests race for one slot over HTTP.
@@ -355,7 +356,7 @@ func TestClinicHoldConfirmCancelAndEvents(t *testing.T) {
 	if again.Status != http.StatusConflict || again.Code() != "invalid_state" {
 		t.Fatalf("second cancel: %d %s", again.Status, again.Body)
 	}
-	rows, err := e.DB.Pool.Query(context.Background(),
+	rows, err := dbtest.SQL(e.DB).Query(context.Background(),
 		`SELECT event_type, aggregate_version, payload->>'guest_id' FROM outbox WHERE partition_id = $1 AND aggregate_id = $2
 		 ORDER BY aggregate_version`, clinic, appt)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/berthhq/berth/internal/bookingtest"
+	"github.com/berthhq/berth/internal/dbtest"
 	"github.com/berthhq/berth/internal/reservation"
 )
 
@@ -83,7 +84,7 @@ func TestReservationLifecycle(t *testing.T) {
 		}
 	}
 	var events []string
-	rows, err := env.DB.Pool.Query(context.Background(),
+	rows, err := dbtest.SQL(env.DB).Query(context.Background(),
 		`SELECT event_type FROM outbox WHERE aggregate_id = $1 ORDER BY aggregate_version`, id)
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +117,7 @@ func TestInventoryRules(t *testing.T) {
 	admin := env.Admin()
 	h := env.SeedHotel("", 10, 20, bookingtest.Date(1), bookingtest.Date(5))
 	var limit int
-	if err := env.DB.Pool.QueryRow(ctx, `SELECT max(sell_limit) FROM room_inventory WHERE hotel_id = $1`, h.ID).Scan(&limit); err != nil {
+	if err := dbtest.SQL(env.DB).QueryRow(ctx, `SELECT max(sell_limit) FROM room_inventory WHERE hotel_id = $1`, h.ID).Scan(&limit); err != nil {
 		t.Fatal(err)
 	}
 	if limit != 12 {
@@ -136,7 +137,7 @@ func TestInventoryRules(t *testing.T) {
 	if nights, _ := r.JSON()["nights"].([]any); len(nights) != 2 {
 		t.Errorf("refusal names nights %v, want the 2 reserved ones", r.JSON()["nights"])
 	}
-	if err := env.DB.Pool.QueryRow(ctx, `SELECT min(total_rooms) FROM room_inventory WHERE hotel_id = $1`, h.ID).Scan(&limit); err != nil || limit != 10 {
+	if err := dbtest.SQL(env.DB).QueryRow(ctx, `SELECT min(total_rooms) FROM room_inventory WHERE hotel_id = $1`, h.ID).Scan(&limit); err != nil || limit != 10 {
 		t.Fatalf("a refused update changed total_rooms to %d (%v)", limit, err)
 	}
 	// 10 rooms at 20% = 12 covers the 12 reserved: allowed.
@@ -153,7 +154,7 @@ func TestInventoryRules(t *testing.T) {
 	}
 	loft := r.JSON()["room_type_id"].(string)
 	var nights int
-	_ = env.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM room_inventory WHERE room_type_id = $1`, loft).Scan(&nights)
+	_ = dbtest.SQL(env.DB).QueryRow(ctx, `SELECT count(*) FROM room_inventory WHERE room_type_id = $1`, loft).Scan(&nights)
 	if nights != reservation.SaleWindowDays {
 		t.Fatalf("default room count loaded %d nights, want %d", nights, reservation.SaleWindowDays)
 	}

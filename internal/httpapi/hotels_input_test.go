@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/berthhq/berth/internal/bookingtest"
+	"github.com/berthhq/berth/internal/dbtest"
 )
 
 // Malformed requests get a clear 4xx problem+json with a code from the API
@@ -137,7 +138,7 @@ func TestMalformedRequests(t *testing.T) {
 		t.Fatalf("inventory changed: before %q, after %q", before, after)
 	}
 	var n int
-	_ = env.DB.Pool.QueryRow(context.Background(), `SELECT count(*) FROM reservations`).Scan(&n)
+	_ = dbtest.SQL(env.DB).QueryRow(context.Background(), `SELECT count(*) FROM reservations`).Scan(&n)
 	if n != 0 {
 		t.Fatalf("%d reservations exist after only malformed requests", n)
 	}
@@ -146,7 +147,7 @@ func TestMalformedRequests(t *testing.T) {
 func inventorySnapshot(t *testing.T, env *bookingtest.Env, hotelID string) string {
 	t.Helper()
 	var s string
-	err := env.DB.Pool.QueryRow(context.Background(),
+	err := dbtest.SQL(env.DB).QueryRow(context.Background(),
 		`SELECT COALESCE(string_agg(night::TEXT || ':' || reserved || '/' || sell_limit, ',' ORDER BY room_type_id, night), '')
 		 FROM room_inventory WHERE hotel_id = $1`, hotelID).Scan(&s)
 	if err != nil {
@@ -174,7 +175,7 @@ func TestCommitFailureIsNotReportedAsSuccess(t *testing.T) {
 		`CREATE TABLE commit_fence (id UUID PRIMARY KEY)`,
 		`ALTER TABLE outbox ADD CONSTRAINT outbox_commit_fence FOREIGN KEY (event_id) REFERENCES commit_fence (id) DEFERRABLE INITIALLY DEFERRED`,
 	} {
-		if _, err := env.DB.Pool.Exec(ctx, stmt); err != nil {
+		if _, err := dbtest.SQL(env.DB).Exec(ctx, stmt); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -189,7 +190,7 @@ func TestCommitFailureIsNotReportedAsSuccess(t *testing.T) {
 		t.Fatalf("want a generic problem, got %s", r.Body)
 	}
 	var n int
-	_ = env.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM reservations`).Scan(&n)
+	_ = dbtest.SQL(env.DB).QueryRow(ctx, `SELECT count(*) FROM reservations`).Scan(&n)
 	if n != 0 || inventorySnapshot(t, env, h.ID) != before {
 		t.Fatalf("a failed commit left %d reservations or changed inventory", n)
 	}

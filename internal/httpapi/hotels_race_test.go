@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/berthhq/berth/internal/bookingtest"
+	"github.com/berthhq/berth/internal/dbtest"
 	"github.com/berthhq/berth/internal/postgres"
 )
 
@@ -68,7 +69,7 @@ func TestLastRoomRace(t *testing.T) {
 				t.Fatalf("outcomes = %v, want exactly one 201 and %d 409 sold_out", count, clients-1)
 			}
 			var nights, bad int
-			err := env.DB.Pool.QueryRow(context.Background(),
+			err := dbtest.SQL(env.DB).QueryRow(context.Background(),
 				`SELECT count(*), count(*) FILTER (WHERE reserved <> 1) FROM room_inventory
 				 WHERE hotel_id = $1 AND night >= $2::DATE AND night < $3::DATE`, h.ID, in, out).Scan(&nights, &bad)
 			if err != nil {
@@ -135,7 +136,7 @@ func TestOverlappingStaysRace(t *testing.T) {
 				t.Fatal("no hold succeeded")
 			}
 			var live int
-			if err := env.DB.Pool.QueryRow(context.Background(),
+			if err := dbtest.SQL(env.DB).QueryRow(context.Background(),
 				`SELECT count(*) FROM reservations WHERE hotel_id = $1 AND status = 'held'`, h.ID).Scan(&live); err != nil {
 				t.Fatal(err)
 			}
@@ -199,8 +200,8 @@ func TestIdempotencyKeyRace(t *testing.T) {
 		t.Errorf("answers name %d different reservations, want 1", len(resIDs))
 	}
 	var count, reserved int
-	_ = env.DB.Pool.QueryRow(context.Background(), `SELECT count(*) FROM reservations WHERE hotel_id = $1`, h.ID).Scan(&count)
-	_ = env.DB.Pool.QueryRow(context.Background(), `SELECT max(reserved) FROM room_inventory WHERE hotel_id = $1`, h.ID).Scan(&reserved)
+	_ = dbtest.SQL(env.DB).QueryRow(context.Background(), `SELECT count(*) FROM reservations WHERE hotel_id = $1`, h.ID).Scan(&count)
+	_ = dbtest.SQL(env.DB).QueryRow(context.Background(), `SELECT max(reserved) FROM room_inventory WHERE hotel_id = $1`, h.ID).Scan(&reserved)
 	if count != 1 || reserved != 2 {
 		t.Fatalf("%d reservations and max reserved %d; want 1 and 2", count, reserved)
 	}
@@ -247,7 +248,7 @@ func TestHotNightAllWin(t *testing.T) {
 			t.Logf("%s: %d retries for %d transactions on one hot night (%.0f%%)", iso, retries.Load(), clients,
 				100*float64(retries.Load())/clients)
 			var reserved int
-			if err := env.DB.Pool.QueryRow(context.Background(), `SELECT reserved FROM room_inventory WHERE hotel_id = $1 AND night = $2::DATE`,
+			if err := dbtest.SQL(env.DB).QueryRow(context.Background(), `SELECT reserved FROM room_inventory WHERE hotel_id = $1 AND night = $2::DATE`,
 				h.ID, bookingtest.Date(5)).Scan(&reserved); err != nil {
 				t.Fatal(err)
 			}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/berthhq/berth/internal/bookingtest"
+	"github.com/berthhq/berth/internal/dbtest"
 	"github.com/berthhq/berth/internal/postgres"
 )
 
@@ -95,10 +96,10 @@ func TestConfirmRacesSweeper(t *testing.T) {
 			totals[answers[i]]++
 			var status string
 			var refunds int
-			if err := env.DB.Pool.QueryRow(ctx, `SELECT status FROM reservations WHERE hotel_id = $1 AND reservation_id = $2`, h.ID, id).Scan(&status); err != nil {
+			if err := dbtest.SQL(env.DB).QueryRow(ctx, `SELECT status FROM reservations WHERE hotel_id = $1 AND reservation_id = $2`, h.ID, id).Scan(&status); err != nil {
 				t.Fatal(err)
 			}
-			if err := env.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE aggregate_id = $1 AND event_type = 'refund_requested'`, id).Scan(&refunds); err != nil {
+			if err := dbtest.SQL(env.DB).QueryRow(ctx, `SELECT count(*) FROM outbox WHERE aggregate_id = $1 AND event_type = 'refund_requested'`, id).Scan(&refunds); err != nil {
 				t.Fatal(err)
 			}
 			switch answers[i] {

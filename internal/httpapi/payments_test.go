@@ -10,6 +10,7 @@ import (
 
 	"github.com/berthhq/berth/internal/berth"
 	"github.com/berthhq/berth/internal/bookingtest"
+	"github.com/berthhq/berth/internal/dbtest"
 	"github.com/berthhq/berth/internal/httpapi"
 	"github.com/berthhq/berth/internal/payments"
 	"github.com/berthhq/berth/internal/postgres"
@@ -60,7 +61,7 @@ func reservationState(t *testing.T, e *bookingtest.Env, h bookingtest.Hotel, id 
 		status  string
 		version int64
 	)
-	if err := e.DB.Pool.QueryRow(context.Background(), `SELECT status, version FROM reservations WHERE hotel_id = $1 AND reservation_id = $2`,
+	if err := dbtest.SQL(e.DB).QueryRow(context.Background(), `SELECT status, version FROM reservations WHERE hotel_id = $1 AND reservation_id = $2`,
 		h.ID, id).Scan(&status, &version); err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +71,7 @@ func reservationState(t *testing.T, e *bookingtest.Env, h bookingtest.Hotel, id 
 func outboxCount(t *testing.T, e *bookingtest.Env) int {
 	t.Helper()
 	var n int
-	if err := e.DB.Pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox`).Scan(&n); err != nil {
+	if err := dbtest.SQL(e.DB).QueryRow(context.Background(), `SELECT count(*) FROM outbox`).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n

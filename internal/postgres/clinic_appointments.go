@@ -36,7 +36,7 @@ func scanAppointment(row pgx.Row) (appointment.Appointment, error) {
 
 // GetAppointment reads an appointment.
 func (c *ClinicStore) GetAppointment(ctx context.Context, clinicID, apptID string) (appointment.Appointment, error) {
-	a, err := scanAppointment(c.s.db.Pool.QueryRow(ctx,
+	a, err := scanAppointment(c.s.db.pool.QueryRow(ctx,
 		`SELECT `+appointmentColumns+` FROM appointments WHERE clinic_id = $1 AND appointment_id = $2`, clinicID, apptID))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return a, berth.Errorf(berth.CodeNotFound, "appointment %s not found", apptID)

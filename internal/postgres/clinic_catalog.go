@@ -81,7 +81,7 @@ func (c *ClinicStore) CreateClinic(ctx context.Context, cl appointment.Clinic) (
 // GetClinic reads a clinic.
 func (c *ClinicStore) GetClinic(ctx context.Context, clinicID string) (appointment.Clinic, error) {
 	var cl appointment.Clinic
-	err := c.s.db.Pool.QueryRow(ctx,
+	err := c.s.db.pool.QueryRow(ctx,
 		`SELECT clinic_id::TEXT, home_region, name, timezone, created_at FROM clinics WHERE clinic_id = $1`,
 		clinicID).Scan(&cl.ID, &cl.HomeRegion, &cl.Name, &cl.Timezone, &cl.CreatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -155,7 +155,7 @@ func (c *ClinicStore) GetClinicDetail(ctx context.Context, clinicID string) (app
 	if err != nil {
 		return appointment.ClinicDetail{}, err
 	}
-	docs, err := c.doctors(ctx, c.s.db.Pool, clinicID, "")
+	docs, err := c.doctors(ctx, c.s.db.pool, clinicID, "")
 	if docs == nil {
 		docs = []appointment.Doctor{}
 	}
@@ -175,7 +175,7 @@ func (c *ClinicStore) materialize(ctx context.Context, clinicID string, from, to
 	if err != nil {
 		return 0, err
 	}
-	docs, err := c.doctors(ctx, c.s.db.Pool, clinicID, "")
+	docs, err := c.doctors(ctx, c.s.db.pool, clinicID, "")
 	if err != nil {
 		return 0, err
 	}
@@ -222,7 +222,7 @@ func (c *ClinicStore) materialize(ctx context.Context, clinicID string, from, to
 // created. Clinics whose doctors are all materialized far enough are
 // skipped; the rest are re-run idempotently.
 func (c *ClinicStore) MaterializeRolling(ctx context.Context, now time.Time, weeks int) (int, error) {
-	rows, err := c.s.db.Pool.Query(ctx,
+	rows, err := c.s.db.pool.Query(ctx,
 		`SELECT c.clinic_id::TEXT, c.timezone, min(COALESCE(d.materialized_through, DATE '0001-01-01'))
 		 FROM clinics c JOIN doctors d ON d.clinic_id = c.clinic_id
 		 WHERE c.home_region = $1 GROUP BY c.clinic_id, c.timezone`, c.s.region)

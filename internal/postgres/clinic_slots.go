@@ -29,14 +29,14 @@ func (c *ClinicStore) ListSlots(ctx context.Context, clinicID, doctorID string, 
 		return appointment.SlotList{}, err
 	}
 	list := appointment.SlotList{DoctorID: doctorID, Date: day, Timezone: cl.Timezone, Slots: []appointment.Slot{}}
-	docs, err := c.doctors(ctx, c.s.db.Pool, clinicID, doctorID)
+	docs, err := c.doctors(ctx, c.s.db.pool, clinicID, doctorID)
 	if err != nil {
 		return list, err
 	}
 	if len(docs) == 0 {
 		return list, berth.Errorf(berth.CodeNotFound, "doctor %s not found", doctorID)
 	}
-	rows, err := c.s.db.Pool.Query(ctx,
+	rows, err := c.s.db.pool.Query(ctx,
 		`SELECT s.slot_id::TEXT, s.starts_at, s.ends_at, `+shownStatusSQL+`
 		 FROM slots s WHERE s.clinic_id = $1 AND s.doctor_id = $2 AND s.local_date = $3
 		 ORDER BY s.starts_at`, clinicID, doctorID, day.Time())
@@ -268,10 +268,10 @@ func (a *audit) flush(b *pgx.Batch) {
 
 // SlotAudit returns every recorded transition of a slot, oldest first.
 func (c *ClinicStore) SlotAudit(ctx context.Context, clinicID, slotID string) ([]appointment.AuditEvent, error) {
-	if _, err := readSlotHint(ctx, c.s.db.Pool, clinicID, slotID); err != nil {
+	if _, err := readSlotHint(ctx, c.s.db.pool, clinicID, slotID); err != nil {
 		return nil, classify(err)
 	}
-	rows, err := c.s.db.Pool.Query(ctx,
+	rows, err := c.s.db.pool.Query(ctx,
 		`SELECT at, actor_subject, actor_role, channel, from_status, to_status, COALESCE(appointment_id::TEXT, '')
 		 FROM slot_audit WHERE clinic_id = $1 AND slot_id = $2 ORDER BY at, seq, audit_id`, clinicID, slotID)
 	if err != nil {

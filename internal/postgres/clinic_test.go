@@ -51,7 +51,7 @@ func TestClinicRollingMaterialization(t *testing.T) {
 		t.Fatalf("a day later created %d (%v), want 4", n, err)
 	}
 	var total int
-	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM slots WHERE clinic_id = $1`, home).Scan(&total); err != nil || total != 8*7*4+4 {
+	if err := dbtest.SQL(db).QueryRow(ctx, `SELECT count(*) FROM slots WHERE clinic_id = $1`, home).Scan(&total); err != nil || total != 8*7*4+4 {
 		t.Fatalf("%d slots (%v)", total, err)
 	}
 }

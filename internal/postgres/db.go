@@ -72,13 +72,16 @@ type Options struct {
 	MaxConns int32
 	// MaxRetries bounds whole-transaction retries of 40001/40P01.
 	MaxRetries int
-	// Tracer, when set, traces every query (OpenTelemetry).
+	// Telemetry, when set, traces every query (OpenTelemetry).
+	Telemetry Telemetry
+	// Tracer, when set, sees every query instead: a test recording the
+	// statements a store method sends. Services set Telemetry.
 	Tracer pgx.QueryTracer
 }
 
 // DB is a pool plus what Berth knows about the server behind it.
 type DB struct {
-	Pool   *pgxpool.Pool
+	pool   *pgxpool.Pool
 	Engine Engine
 	opts   Options
 	// onRetry, when set, is called for each retried transaction attempt.
@@ -108,14 +111,17 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 	if opts.StatementTimeout > 0 {
 		cfg.ConnConfig.RuntimeParams["statement_timeout"] = fmt.Sprint(opts.StatementTimeout.Milliseconds())
 	}
-	if opts.Tracer != nil {
+	switch {
+	case opts.Tracer != nil:
 		cfg.ConnConfig.Tracer = opts.Tracer
+	case opts.Telemetry != nil:
+		cfg.ConnConfig.Tracer = queryTracer(opts.Telemetry)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
-	db := &DB{Pool: pool, opts: opts}
+	db := &DB{pool: pool, opts: opts}
 	if db.Engine, err = DetectEngine(ctx, pool); err != nil {
 		pool.Close()
 		return nil, err
@@ -138,13 +144,30 @@ func DetectEngine(ctx context.Context, q interface {
 }
 
 // Close closes the pool.
-func (db *DB) Close() { db.Pool.Close() }
+func (db *DB) Close() { db.pool.Close() }
 
 // Ping checks the database answers.
-func (db *DB) Ping(ctx context.Context) error { return db.Pool.Ping(ctx) }
+func (db *DB) Ping(ctx context.Context) error { return db.pool.Ping(ctx) }
 
 // Isolation returns the isolation level of write transactions.
 func (db *DB) Isolation() Isolation { return db.opts.Isolation }
 
 // OnRetry registers a hook called once per retried attempt (for metrics).
 func (db *DB) OnRetry(f func(err error)) { db.onRetry = f }
+
+// PoolStats is a snapshot of the connection pool.
+type PoolStats struct {
+	Acquired, Idle, Total, Max int32
+	// EmptyAcquire counts acquires that had to wait for a connection: the
+	// pool was saturated.
+	EmptyAcquire int64
+}
+
+// PoolStats reports the pool's saturation (for metrics).
+func (db *DB) PoolStats() PoolStats {
+	s := db.pool.Stat()
+	return PoolStats{
+		Acquired: s.AcquiredConns(), Idle: s.IdleConns(), Total: s.TotalConns(), Max: s.MaxConns(),
+		EmptyAcquire: s.EmptyAcquireCount(),
+	}
+}

@@ -42,7 +42,7 @@ func (s *Store) CreateHotel(ctx context.Context, h reservation.Hotel) (reservati
 // GetHotel returns a hotel with its room types.
 func (s *Store) GetHotel(ctx context.Context, hotelID string) (reservation.Hotel, error) {
 	var h reservation.Hotel
-	err := s.db.Pool.QueryRow(ctx,
+	err := s.db.pool.QueryRow(ctx,
 		`SELECT hotel_id::TEXT, home_region, name, city, country, timezone, created_at FROM hotels WHERE hotel_id = $1`,
 		hotelID).Scan(&h.ID, &h.HomeRegion, &h.Name, &h.City, &h.Country, &h.Timezone, &h.CreatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -51,7 +51,7 @@ func (s *Store) GetHotel(ctx context.Context, hotelID string) (reservation.Hotel
 	if err != nil {
 		return h, classify(fmt.Errorf("get hotel: %w", err))
 	}
-	h.RoomTypes, err = s.roomTypes(ctx, s.db.Pool, hotelID)
+	h.RoomTypes, err = s.roomTypes(ctx, s.db.pool, hotelID)
 	return h, err
 }
 
@@ -196,7 +196,7 @@ func (s *Store) SetInventory(ctx context.Context, hotelID, roomTypeID string, fr
 // follower reads; it never feeds a write decision.
 func (s *Store) Availability(ctx context.Context, hotelID string, stay reservation.Stay, roomTypeID string) (reservation.Availability, error) {
 	av := reservation.Availability{HotelID: hotelID, CheckIn: stay.CheckIn, CheckOut: stay.CheckOut, RoomTypes: []reservation.RoomTypeAvailability{}}
-	rows, err := s.db.Pool.Query(ctx,
+	rows, err := s.db.pool.Query(ctx,
 		`SELECT rt.room_type_id::TEXT, rt.name, rt.price_cents, rt.currency, rt.max_guests, i.night, i.sell_limit - i.reserved
 		 FROM room_types rt
 		 LEFT JOIN room_inventory i ON i.hotel_id = rt.hotel_id AND i.room_type_id = rt.room_type_id
@@ -264,7 +264,7 @@ func (s *Store) Availability(ctx context.Context, hotelID string, stay reservati
 
 func (s *Store) hotelExists(ctx context.Context, hotelID string) error {
 	var ok bool
-	if err := s.db.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM hotels WHERE hotel_id = $1)`, hotelID).Scan(&ok); err != nil {
+	if err := s.db.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM hotels WHERE hotel_id = $1)`, hotelID).Scan(&ok); err != nil {
 		return classify(fmt.Errorf("hotel exists: %w", err))
 	}
 	if !ok {

@@ -72,7 +72,7 @@ func queueStoreResponse(b *pgx.Batch, partitionID, key string, resp berth.Respon
 // PruneIdempotencyKeys deletes keys older than keep (at least 24 h by
 // contract), at most limit rows per call; it returns how many it deleted.
 func (s *Store) PruneIdempotencyKeys(ctx context.Context, keep time.Duration, limit int) (int64, error) {
-	tag, err := s.db.Pool.Exec(ctx,
+	tag, err := s.db.pool.Exec(ctx,
 		`DELETE FROM idempotency_keys WHERE (partition_id, idem_key) IN (
 		   SELECT partition_id, idem_key FROM idempotency_keys
 		   WHERE created_at < now() - $1 * INTERVAL '1 microsecond' AND home_region = $2 LIMIT $3)`,

@@ -29,7 +29,7 @@ type MigrationResult struct {
 // twice; run migrations from one place (the migration Job) anyway.
 func Migrate(ctx context.Context, db *DB) (MigrationResult, error) {
 	res := MigrationResult{Engine: db.Engine}
-	sqlDB := stdlib.OpenDBFromPool(db.Pool)
+	sqlDB := stdlib.OpenDBFromPool(db.pool)
 	defer sqlDB.Close()
 	// Out-of-order steps are applied too: parallel work lands migrations whose
 	// numbers sort before ones already applied on long-lived databases.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/berthhq/berth/internal/berth"
 	"github.com/google/uuid"
@@ -76,4 +77,19 @@ func decodeTraceContext(s *string) map[string]string {
 		return nil
 	}
 	return c
+}
+
+// outboxBacklogSQL is cheap: outbox_unsent_idx covers the unsent rows, which
+// the relay keeps few.
+const outboxBacklogSQL = `SELECT count(*), COALESCE(EXTRACT(EPOCH FROM now() - min(created_at)), 0)::FLOAT8
+	FROM outbox WHERE sent_at IS NULL AND home_region = $1`
+
+// OutboxBacklog reports how many events of region's partitions wait for
+// the relay and how long the oldest has waited.
+func (db *DB) OutboxBacklog(ctx context.Context, region string) (n int64, oldest time.Duration, err error) {
+	var age float64
+	if err := db.pool.QueryRow(ctx, outboxBacklogSQL, region).Scan(&n, &age); err != nil {
+		return 0, 0, fmt.Errorf("outbox backlog: %w", err)
+	}
+	return n, time.Duration(age * float64(time.Second)), nil
 }

@@ -47,7 +47,7 @@ WHERE (partition_id, event_id) IN (SELECT p, e FROM unnest($1::UUID[], $2::UUID[
 // what stops two replicas publishing one event concurrently.
 func (s *Store) RelayOutbox(ctx context.Context, limit int,
 	publish func(ctx context.Context, recs []events.Record) (acked []string, err error)) (sent int, err error) {
-	tx, err := s.db.Pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	tx, err := s.db.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	if err != nil {
 		return 0, fmt.Errorf("relay outbox: begin: %w", err)
 	}
@@ -170,7 +170,7 @@ func dropBlocked(ctx context.Context, tx pgx.Tx, recs []events.Record) ([]events
 // PruneOutbox deletes sent events of the store's region older than keep, at
 // most limit per call, and reports how many it deleted.
 func (s *Store) PruneOutbox(ctx context.Context, keep time.Duration, limit int) (int, error) {
-	tag, err := s.db.Pool.Exec(ctx,
+	tag, err := s.db.pool.Exec(ctx,
 		`DELETE FROM outbox WHERE (partition_id, event_id) IN (
 		   SELECT partition_id, event_id FROM outbox
 		   WHERE sent_at IS NOT NULL AND sent_at < now() - $1 * INTERVAL '1 microsecond' AND home_region = $2
@@ -184,7 +184,7 @@ func (s *Store) PruneOutbox(ctx context.Context, keep time.Duration, limit int) 
 // UnsentOutbox counts the unsent events of the store's region.
 func (s *Store) UnsentOutbox(ctx context.Context) (int, error) {
 	var n int
-	err := s.db.Pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE sent_at IS NULL AND home_region = $1`, s.region).Scan(&n)
+	err := s.db.pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE sent_at IS NULL AND home_region = $1`, s.region).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("count unsent outbox: %w", err)
 	}

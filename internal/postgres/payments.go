@@ -94,7 +94,7 @@ func NewDevPaymentProvider(db *DB) *DevPaymentProvider { return &DevPaymentProvi
 // Refund records a refund unless one with the same key exists.
 func (p *DevPaymentProvider) Refund(ctx context.Context, req payments.RefundRequest) (payments.Refund, error) {
 	id := uuid.NewString()
-	tag, err := p.db.Pool.Exec(ctx, `INSERT INTO payment_refunds (idempotency_key, refund_id, kind, partition_id, reservation_id,
+	tag, err := p.db.pool.Exec(ctx, `INSERT INTO payment_refunds (idempotency_key, refund_id, kind, partition_id, reservation_id,
 		payment_ref, amount_cents, currency) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (idempotency_key) DO NOTHING`,
 		req.IdempotencyKey, id, req.Kind, req.PartitionID, req.ReservationID, req.PaymentRef, req.AmountCents, req.Currency)
 	if err != nil {
@@ -103,7 +103,7 @@ func (p *DevPaymentProvider) Refund(ctx context.Context, req payments.RefundRequ
 	if tag.RowsAffected() == 1 {
 		return payments.Refund{ID: id}, nil
 	}
-	err = p.db.Pool.QueryRow(ctx, `SELECT refund_id::TEXT FROM payment_refunds WHERE idempotency_key = $1`, req.IdempotencyKey).Scan(&id)
+	err = p.db.pool.QueryRow(ctx, `SELECT refund_id::TEXT FROM payment_refunds WHERE idempotency_key = $1`, req.IdempotencyKey).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return payments.Refund{}, fmt.Errorf("record refund: key vanished")
 	}

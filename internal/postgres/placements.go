@@ -72,7 +72,7 @@ var _ placement.Source = (*Placements)(nil)
 // ListPlacements returns placements ordered by kind and id, optionally
 // filtered by kind and home region ("" = any).
 func (p *Placements) ListPlacements(ctx context.Context, kind berth.Kind, region string) ([]placement.Placement, error) {
-	rows, err := p.db.Pool.Query(ctx,
+	rows, err := p.db.pool.Query(ctx,
 		`SELECT kind, partition_id::TEXT, home_region, version, updated_at FROM placements
 		 WHERE ($1 = '' OR kind = $1) AND ($2 = '' OR home_region = $2)
 		 ORDER BY kind, partition_id`, string(kind), region)
@@ -102,7 +102,7 @@ func (p *Placements) GetPlacement(ctx context.Context, kind berth.Kind, partitio
 	if _, err := uuid.Parse(partitionID); err != nil {
 		return placement.Placement{}, fmt.Errorf("%s %q: %w", kind, partitionID, placement.ErrNotFound)
 	}
-	rows, err := p.db.Pool.Query(ctx,
+	rows, err := p.db.pool.Query(ctx,
 		`SELECT kind, partition_id::TEXT, home_region, version, updated_at FROM placements
 		 WHERE kind = $1 AND partition_id = $2`, string(kind), partitionID)
 	if err != nil {
@@ -226,7 +226,7 @@ func (p *Placements) tablesToMove(ctx context.Context, kind berth.Kind) ([]parti
 // homedTables lists the tables of the current schema with a home_region
 // column, except the directory itself.
 func (p *Placements) homedTables(ctx context.Context) ([]string, error) {
-	rows, err := p.db.Pool.Query(ctx,
+	rows, err := p.db.pool.Query(ctx,
 		`SELECT table_name::TEXT FROM information_schema.columns
 		 WHERE table_schema = current_schema() AND column_name = 'home_region' AND table_name <> 'placements'
 		 ORDER BY 1`)

@@ -38,7 +38,7 @@ func (p *Placements) RegionStats(ctx context.Context, regions []string) ([]Regio
 		get(r)
 	}
 	scan := func(query string, f func(region string, kind string, n, m int64)) error {
-		rows, err := p.db.Pool.Query(ctx, query)
+		rows, err := p.db.pool.Query(ctx, query)
 		if err != nil {
 			return err
 		}
@@ -103,10 +103,10 @@ func (p *Placements) PartitionLoads(ctx context.Context, window time.Duration) (
 		err  error
 	)
 	if window <= 0 {
-		rows, err = p.db.Pool.Query(ctx,
+		rows, err = p.db.pool.Query(ctx,
 			`SELECT kind, partition_id::TEXT, home_region, 1::INT8 FROM placements ORDER BY kind, partition_id`)
 	} else {
-		rows, err = p.db.Pool.Query(ctx,
+		rows, err = p.db.pool.Query(ctx,
 			`SELECT pl.kind, pl.partition_id::TEXT, pl.home_region, COALESCE(o.n, 0)::INT8
 			 FROM placements pl LEFT JOIN (
 			   SELECT partition_id, count(*) AS n FROM outbox

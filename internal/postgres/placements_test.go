@@ -8,6 +8,7 @@ import (
 
 	"github.com/berthhq/berth/internal/berth"
 	"github.com/berthhq/berth/internal/bookingtest"
+	"github.com/berthhq/berth/internal/dbtest"
 	"github.com/berthhq/berth/internal/httpapi"
 	"github.com/berthhq/berth/internal/postgres"
 )
@@ -61,7 +62,7 @@ func TestMovePlacementRehomesEveryRow(t *testing.T) {
 		`SELECT count(*) FROM outbox WHERE partition_id = $1 AND home_region <> 'eu-west'`,
 	} {
 		var n int
-		if err := env.DB.Pool.QueryRow(ctx, q, h.ID).Scan(&n); err != nil {
+		if err := dbtest.SQL(env.DB).QueryRow(ctx, q, h.ID).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		if n != 0 {
@@ -70,7 +71,7 @@ func TestMovePlacementRehomesEveryRow(t *testing.T) {
 	}
 	// The move wrote one placement.moved event, homed with the partition.
 	var payload []byte
-	if err := env.DB.Pool.QueryRow(ctx, `SELECT payload FROM outbox WHERE partition_id = $1 AND event_type = 'placement.moved'`, h.ID).Scan(&payload); err != nil {
+	if err := dbtest.SQL(env.DB).QueryRow(ctx, `SELECT payload FROM outbox WHERE partition_id = $1 AND event_type = 'placement.moved'`, h.ID).Scan(&payload); err != nil {
 		t.Fatal(err)
 	}
 	var ev map[string]any

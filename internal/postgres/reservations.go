@@ -231,7 +231,7 @@ func scanReservation(row pgx.Row) (reservation.Reservation, error) {
 
 // GetReservation reads a reservation.
 func (s *Store) GetReservation(ctx context.Context, hotelID, reservationID string) (reservation.Reservation, error) {
-	r, err := scanReservation(s.db.Pool.QueryRow(ctx,
+	r, err := scanReservation(s.db.pool.QueryRow(ctx,
 		`SELECT `+reservationColumns+` FROM reservations WHERE hotel_id = $1 AND reservation_id = $2`, hotelID, reservationID))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, berth.Errorf(berth.CodeNotFound, "reservation %s not found", reservationID)

@@ -62,7 +62,7 @@ func (sc Script) Statements() [][]string {
 // only: no retry, no fence interpretation, no idempotent replay — a step
 // that fails, or returns no row where one is expected, fails the run.
 func (db *DB) RunScript(ctx context.Context, sc Script, v Vars) error {
-	return pgx.BeginTxFunc(ctx, db.Pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+	return pgx.BeginTxFunc(ctx, db.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
 		for i, trip := range sc.Trips {
 			if trip.Before != nil {
 				if err := trip.Before(v); err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/berthhq/berth/internal/berth"
 	"github.com/berthhq/berth/internal/bookingtest"
+	"github.com/berthhq/berth/internal/dbtest"
 	"github.com/berthhq/berth/internal/postgres"
 	"github.com/berthhq/berth/internal/reservation"
 	"github.com/google/uuid"
@@ -103,7 +104,7 @@ func TestHoldScriptIsWhatTheStoreRuns(t *testing.T) {
 	             (SELECT count(*) FROM reservations WHERE hotel_id = $1 AND status = 'held' AND quantity = 2),
 	             (SELECT count(*) FROM outbox WHERE partition_id = $1 AND event_type = 'reservation.held'),
 	             (SELECT count(*) FROM idempotency_keys WHERE partition_id = $1 AND response_status = 201)`
-	if err := env.DB.Pool.QueryRow(ctx, q, h.ID, in.Time(), in.AddDays(3).Time()).Scan(&reserved, &reservations, &events, &answers); err != nil {
+	if err := dbtest.SQL(env.DB).QueryRow(ctx, q, h.ID, in.Time(), in.AddDays(3).Time()).Scan(&reserved, &reservations, &events, &answers); err != nil {
 		t.Fatal(err)
 	}
 	if reserved != 4 || reservations != 2 || events != 2 || answers != 2 {

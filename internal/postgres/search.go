@@ -64,7 +64,7 @@ func (s *Store) SearchHotels(ctx context.Context, q search.Query) (search.Page, 
 	if q.Limit < 1 {
 		return page, fmt.Errorf("search hotels: limit %d", q.Limit)
 	}
-	rows, err := s.db.Pool.Query(ctx, searchSQL, searchArgs(q)...)
+	rows, err := s.db.pool.Query(ctx, searchSQL, searchArgs(q)...)
 	if err != nil {
 		return page, classify(fmt.Errorf("search hotels: %w", err))
 	}

@@ -37,13 +37,13 @@ func TestSearchUsesIndexes(t *testing.T) {
 		if strings.Contains(stmt, "$1") {
 			args = []any{today.Time()}
 		}
-		if _, err := db.Pool.Exec(ctx, stmt, args...); err != nil {
+		if _, err := dbtest.SQL(db).Exec(ctx, stmt, args...); err != nil {
 			t.Fatalf("seed: %v", err)
 		}
 	}
 	sql, args := postgres.SearchSQLForTest(search.Query{City: "City 7",
 		Stay: reservation.Stay{CheckIn: today.AddDays(2), CheckOut: today.AddDays(5)}, Guests: 2, Limit: 20})
-	rows, err := db.Pool.Query(ctx, "EXPLAIN "+sql, args...)
+	rows, err := dbtest.SQL(db).Query(ctx, "EXPLAIN "+sql, args...)
 	if err != nil {
 		t.Fatal(err)
 	}

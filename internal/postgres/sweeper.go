@@ -95,7 +95,7 @@ func (s *Store) ExpireHolds(ctx context.Context, limit int) (int, error) {
 // type of this region's hotels that sets a default room count; existing
 // nights are left alone. It returns how many nights it added.
 func (s *Store) LoadDefaultNights(ctx context.Context, today reservation.Date) (int, error) {
-	rows, err := s.db.Pool.Query(ctx,
+	rows, err := s.db.pool.Query(ctx,
 		`SELECT rt.hotel_id::TEXT, rt.room_type_id::TEXT, rt.default_total_rooms FROM room_types rt
 		 WHERE rt.default_total_rooms IS NOT NULL AND rt.home_region = $1
 		   AND NOT EXISTS (SELECT 1 FROM room_inventory i WHERE i.hotel_id = rt.hotel_id

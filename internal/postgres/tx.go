@@ -40,7 +40,7 @@ func (db *DB) InTx(ctx context.Context, fn func(pgx.Tx) error) error {
 		// crdbpgx runs fn once per attempt and only retries 40001, so every
 		// run after the first is a retry of that kind (counted for metrics).
 		attempts := 0
-		return crdbpgx.ExecuteTx(ctx, db.Pool, opts, func(tx pgx.Tx) error {
+		return crdbpgx.ExecuteTx(ctx, db.pool, opts, func(tx pgx.Tx) error {
 			if attempts > 0 && db.onRetry != nil {
 				db.onRetry(errRetry)
 			}
@@ -69,7 +69,7 @@ func (db *DB) InTx(ctx context.Context, fn func(pgx.Tx) error) error {
 }
 
 func (db *DB) attempt(ctx context.Context, opts pgx.TxOptions, fn func(pgx.Tx) error) (err error) {
-	tx, err := db.Pool.BeginTx(ctx, opts)
+	tx, err := db.pool.BeginTx(ctx, opts)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}

@@ -22,7 +22,7 @@ func TestInTxCommitFailureReachesCaller(t *testing.T) {
 		`CREATE TABLE parent (id INT8 PRIMARY KEY)`,
 		`CREATE TABLE child (id INT8 PRIMARY KEY, parent_id INT8 REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED)`,
 	} {
-		if _, err := db.Pool.Exec(ctx, stmt); err != nil {
+		if _, err := dbtest.SQL(db).Exec(ctx, stmt); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -40,7 +40,7 @@ func TestInTxCommitFailureReachesCaller(t *testing.T) {
 		t.Errorf("fn ran %d times; a non-retryable commit failure must not be retried", ran.Load())
 	}
 	var n int
-	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM child`).Scan(&n); err != nil {
+	if err := dbtest.SQL(db).QueryRow(ctx, `SELECT count(*) FROM child`).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	if n != 0 {
@@ -54,10 +54,10 @@ func TestInTxRetriesSerializationFailures(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db, _ := dbtest.New(t, postgres.Options{Isolation: postgres.Serializable, MaxRetries: 50})
-	if _, err := db.Pool.Exec(ctx, `CREATE TABLE counter (id INT8 PRIMARY KEY, n INT8 NOT NULL)`); err != nil {
+	if _, err := dbtest.SQL(db).Exec(ctx, `CREATE TABLE counter (id INT8 PRIMARY KEY, n INT8 NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Pool.Exec(ctx, `INSERT INTO counter VALUES (1, 0)`); err != nil {
+	if _, err := dbtest.SQL(db).Exec(ctx, `INSERT INTO counter VALUES (1, 0)`); err != nil {
 		t.Fatal(err)
 	}
 	var retries atomic.Int32
@@ -82,7 +82,7 @@ func TestInTxRetriesSerializationFailures(t *testing.T) {
 		}
 	}
 	var n int64
-	if err := db.Pool.QueryRow(ctx, `SELECT n FROM counter WHERE id = 1`).Scan(&n); err != nil {
+	if err := dbtest.SQL(db).QueryRow(ctx, `SELECT n FROM counter WHERE id = 1`).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	if n != workers {
@@ -96,7 +96,7 @@ func TestInTxFnErrorRollsBack(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db, _ := dbtest.New(t, postgres.Options{})
-	if _, err := db.Pool.Exec(ctx, `CREATE TABLE t (id INT8 PRIMARY KEY)`); err != nil {
+	if _, err := dbtest.SQL(db).Exec(ctx, `CREATE TABLE t (id INT8 PRIMARY KEY)`); err != nil {
 		t.Fatal(err)
 	}
 	boom := errors.New("boom")
@@ -110,7 +110,7 @@ func TestInTxFnErrorRollsBack(t *testing.T) {
 		t.Fatalf("InTx = %v, want boom", err)
 	}
 	var n int
-	_ = db.Pool.QueryRow(ctx, `SELECT count(*) FROM t`).Scan(&n)
+	_ = dbtest.SQL(db).QueryRow(ctx, `SELECT count(*) FROM t`).Scan(&n)
 	if n != 0 {
 		t.Fatalf("t has %d rows after fn failed", n)
 	}

@@ -126,7 +126,7 @@ func Verify(ctx context.Context, db *DB, o VerifyOptions) ([]CheckResult, error)
 			out = append(out, res)
 			continue
 		}
-		rows, err := db.Pool.Query(ctx, c.sql, c.args...)
+		rows, err := db.pool.Query(ctx, c.sql, c.args...)
 		if err != nil {
 			return out, fmt.Errorf("verify %s: %w", c.name, err)
 		}
@@ -149,7 +149,7 @@ func Verify(ctx context.Context, db *DB, o VerifyOptions) ([]CheckResult, error)
 
 func tableExists(ctx context.Context, db *DB, name string) (bool, error) {
 	var ok bool
-	err := db.Pool.QueryRow(ctx,
+	err := db.pool.QueryRow(ctx,
 		`SELECT EXISTS (SELECT 1 FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = $1)`,
 		name).Scan(&ok)
 	if err != nil {

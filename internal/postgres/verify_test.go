@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/berthhq/berth/internal/bookingtest"
+	"github.com/berthhq/berth/internal/dbtest"
 	"github.com/berthhq/berth/internal/postgres"
 )
 
@@ -58,7 +59,7 @@ func TestVerifyFindsPlantedViolations(t *testing.T) {
 		// A confirmation whose event vanished.
 		`DELETE FROM outbox WHERE aggregate_id = '` + ids[0] + `' AND event_type = 'reservation.confirmed'`,
 	} {
-		if _, err := env.DB.Pool.Exec(ctx, stmt); err != nil {
+		if _, err := dbtest.SQL(env.DB).Exec(ctx, stmt); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+
+	"github.com/berthhq/berth/internal/view"
 )
 
 // Cursors are opaque to clients: base64url(JSON position) "." base64url(MAC).
@@ -15,7 +17,7 @@ import (
 type cursorCodec struct{ key []byte }
 
 type cursorBody struct {
-	Position
+	view.Position
 	Scope string `json:"g"` // guest + filters the cursor belongs to
 }
 
@@ -28,29 +30,29 @@ func (c cursorCodec) mac(payload []byte) []byte {
 	return m.Sum(nil)[:16]
 }
 
-func (c cursorCodec) encode(scope string, p Position) string {
+func (c cursorCodec) encode(scope string, p view.Position) string {
 	payload, _ := json.Marshal(cursorBody{Position: p, Scope: scope})
 	enc := base64.RawURLEncoding
 	return enc.EncodeToString(payload) + "." + enc.EncodeToString(c.mac(payload))
 }
 
-func (c cursorCodec) decode(scope, s string) (Position, error) {
+func (c cursorCodec) decode(scope, s string) (view.Position, error) {
 	if len(s) > 1024 {
-		return Position{}, errBadCursor
+		return view.Position{}, errBadCursor
 	}
 	p64, m64, ok := strings.Cut(s, ".")
 	if !ok {
-		return Position{}, errBadCursor
+		return view.Position{}, errBadCursor
 	}
 	enc := base64.RawURLEncoding
 	payload, err1 := enc.DecodeString(p64)
 	sum, err2 := enc.DecodeString(m64)
 	if err1 != nil || err2 != nil || !hmac.Equal(sum, c.mac(payload)) {
-		return Position{}, errBadCursor
+		return view.Position{}, errBadCursor
 	}
 	var b cursorBody
 	if err := json.Unmarshal(payload, &b); err != nil || b.Scope != scope || b.ID == "" {
-		return Position{}, errBadCursor
+		return view.Position{}, errBadCursor
 	}
 	return b.Position, nil
 }

@@ -3,6 +3,8 @@ package readmodel
 import (
 	"testing"
 	"time"
+
+	"github.com/berthhq/berth/internal/view"
 )
 
 // FuzzCursorDecode feeds arbitrary cursors to the decoder: it never panics,
@@ -10,7 +12,7 @@ import (
 // encoded.
 func FuzzCursorDecode(f *testing.F) {
 	c := cursorCodec{key: []byte("cursor-key-cursor-key-cursor-key")}
-	good := c.encode("guest-1|hotel|", Position{SortAt: time.Unix(1_800_000_000, 0).UTC(), Kind: "hotel", PartitionID: "p", ID: "r"})
+	good := c.encode("guest-1|hotel|", view.Position{SortAt: time.Unix(1_800_000_000, 0).UTC(), Kind: "hotel", PartitionID: "p", ID: "r"})
 	for _, s := range []string{good, "", ".", "e30.AAAA", good + "x", good[:len(good)-2], "%%%", "a.b.c"} {
 		f.Add(s)
 	}

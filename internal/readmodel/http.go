@@ -10,12 +10,12 @@ import (
 
 	"github.com/berthhq/berth/internal/berth"
 	"github.com/berthhq/berth/internal/httpapi"
-	"github.com/berthhq/berth/internal/postgres"
+	"github.com/berthhq/berth/internal/view"
 )
 
 // ServerConfig wires the partner API.
 type ServerConfig struct {
-	Store  *Store
+	Store  Store
 	Tokens httpapi.Verifier
 	// CursorKey signs cursors (derived from the token secret by the binary).
 	CursorKey []byte
@@ -79,13 +79,13 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 func (s *Server) authorize(r *http.Request, guestID string) error {
 	if key := r.Header.Get("X-API-Key"); key != "" {
 		p, err := s.cfg.Store.PartnerByKey(r.Context(), key)
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, view.ErrNotFound) {
 			return berth.Errorf(berth.CodeUnauthorized, "the API key is unknown or revoked")
 		}
 		if err != nil {
 			return err
 		}
-		if p.Scope != ScopeGuestReservations {
+		if p.Scope != view.ScopeGuestReservations {
 			return berth.Errorf(berth.CodeForbidden, "the API key may not read guests' reservations")
 		}
 		return nil
@@ -134,7 +134,10 @@ func (s *Server) reservations(w http.ResponseWriter, r *http.Request) {
 	}
 	items, more, err := s.cfg.Store.List(r.Context(), q)
 	if err != nil {
-		httpapi.WriteProblem(w, r, s.cfg.Log, listError(err))
+		// The store says which failures are outages (503, the client
+		// retries); anything else is our bug, a logged 500 — never an
+		// outage blamed on input.
+		httpapi.WriteProblem(w, r, s.cfg.Log, err)
 		return
 	}
 	page := pageJSON{Items: make([]itemJSON, 0, len(items))}
@@ -144,7 +147,7 @@ func (s *Server) reservations(w http.ResponseWriter, r *http.Request) {
 	}
 	if more && len(items) > 0 {
 		last := items[len(items)-1]
-		c := s.cursor.encode(scopeOf(q), Position{SortAt: last.SortAt, Kind: last.Kind, PartitionID: last.PartitionID, ID: last.ID})
+		c := s.cursor.encode(scopeOf(q), view.Position{SortAt: last.SortAt, Kind: last.Kind, PartitionID: last.PartitionID, ID: last.ID})
 		page.NextCursor = &c
 	}
 	if s.cfg.Lag != nil {
@@ -154,21 +157,11 @@ func (s *Server) reservations(w http.ResponseWriter, r *http.Request) {
 	httpapi.WriteJSON(w, http.StatusOK, page)
 }
 
-// listError answers a failed read: 503 only when the database is down or
-// too busy (the client should retry); anything else is our bug, a logged
-// 500 — never an outage blamed on input.
-func listError(err error) error {
-	if postgres.IsTransient(err) {
-		return &berth.Error{Code: berth.CodeUnavailable, Detail: "the read model is unavailable", RetryAfter: 1, Err: err}
-	}
-	return err
-}
+func scopeOf(q view.Query) string { return q.GuestID + "\x00" + q.Kind + "\x00" + q.Status }
 
-func scopeOf(q Query) string { return q.GuestID + "\x00" + q.Kind + "\x00" + q.Status }
-
-func (s *Server) parseQuery(r *http.Request, guestID string) (Query, error) {
+func (s *Server) parseQuery(r *http.Request, guestID string) (view.Query, error) {
 	v := r.URL.Query()
-	q := Query{GuestID: guestID, Kind: v.Get("kind"), Status: v.Get("status"), Limit: 20}
+	q := view.Query{GuestID: guestID, Kind: v.Get("kind"), Status: v.Get("status"), Limit: 20}
 	var f []berth.FieldError
 	if guestID == "" || len(guestID) > 200 {
 		f = append(f, berth.FieldError{Field: "guest_id", Message: "want 1 to 200 characters"})

@@ -26,7 +26,7 @@ func TestHostileGuestIDIsInvalidRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := readmodel.NewStore(db)
+	store := postgres.NewReadModel(db)
 	srv := httptest.NewServer(readmodel.NewServer(readmodel.ServerConfig{Store: store, Tokens: tokens, CursorKey: []byte("k")}))
 	t.Cleanup(srv.Close)
 	admin, err := tokens.Mint(berth.Principal{Subject: "admin", Role: berth.RoleAdmin}, time.Hour)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/berthhq/berth/internal/natsbus"
+	"github.com/berthhq/berth/internal/view"
 )
 
 // ConsumerName is the durable consumer (and processed-events scope) of the
@@ -15,7 +16,7 @@ const ConsumerName = "readmodel"
 
 // Projector applies events to the view and keeps what the lag header needs.
 type Projector struct {
-	store *Store
+	store Store
 	log   *slog.Logger
 	now   func() time.Time
 
@@ -24,11 +25,11 @@ type Projector struct {
 	lastDelay time.Duration // commit → applied of the last applied event
 	// OnApplied, when set, observes each freshly applied event (tests and
 	// the lag figures use it).
-	OnApplied func(it Item, applied time.Time)
+	OnApplied func(it view.Item, applied time.Time)
 }
 
 // NewProjector returns a projector writing to store.
-func NewProjector(store *Store, log *slog.Logger) *Projector {
+func NewProjector(store Store, log *slog.Logger) *Projector {
 	return &Projector{store: store, log: log, now: time.Now}
 }
 
@@ -37,11 +38,11 @@ func (p *Projector) Handle(ctx context.Context, m natsbus.Message) error {
 	if m.DecodeErr != nil {
 		return m.DecodeErr
 	}
-	it, ok, err := FromEvent(m.Event)
+	it, ok, err := view.FromEvent(m.Event)
 	if err != nil {
 		return err
 	}
-	var item *Item
+	var item *view.Item
 	if ok {
 		item = &it
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/berthhq/berth/internal/berth"
 	"github.com/berthhq/berth/internal/bookingtest"
+	"github.com/berthhq/berth/internal/dbtest"
 	"github.com/berthhq/berth/internal/postgres"
 	"github.com/berthhq/berth/internal/router"
 )
@@ -85,7 +86,7 @@ func startMoveAhead(t *testing.T, configure func(*router.Config)) (*platform, *m
 func countReservations(t *testing.T, p *platform, hotelID string) int {
 	t.Helper()
 	var n int
-	if err := p.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM reservations WHERE hotel_id = $1`, hotelID).Scan(&n); err != nil {
+	if err := dbtest.SQL(p.db).QueryRow(context.Background(), `SELECT count(*) FROM reservations WHERE hotel_id = $1`, hotelID).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
@@ -106,7 +107,7 @@ func TestFollowsMovesUntilTheWriteLands(t *testing.T) {
 		t.Fatalf("a write chased by %d moves: %d %s", chased, r.Status, r.Body)
 	}
 	var home string
-	if err := p.db.Pool.QueryRow(context.Background(), `SELECT home_region FROM placements WHERE kind = 'hotel' AND partition_id = $1`, h.ID).Scan(&home); err != nil {
+	if err := dbtest.SQL(p.db).QueryRow(context.Background(), `SELECT home_region FROM placements WHERE kind = 'hotel' AND partition_id = $1`, h.ID).Scan(&home); err != nil {
 		t.Fatal(err)
 	}
 	if r.Header.Get("X-Berth-Served-By") != home || r.Header.Get("X-Berth-Home-Region") != home {

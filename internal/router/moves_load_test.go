@@ -14,6 +14,7 @@ import (
 
 	"github.com/berthhq/berth/internal/berth"
 	"github.com/berthhq/berth/internal/bookingtest"
+	"github.com/berthhq/berth/internal/dbtest"
 	"github.com/berthhq/berth/internal/postgres"
 )
 
@@ -187,7 +188,7 @@ func auditHotel(t *testing.T, p *platform, hotelID string, created []string, nig
 	t.Helper()
 	ctx := context.Background()
 	var found, total, inventory int
-	if err := p.db.Pool.QueryRow(ctx, `SELECT
+	if err := dbtest.SQL(p.db).QueryRow(ctx, `SELECT
 		(SELECT count(*) FROM reservations WHERE hotel_id = $1 AND reservation_id = ANY($2::UUID[])),
 		(SELECT count(*) FROM reservations WHERE hotel_id = $1),
 		(SELECT count(DISTINCT night) FROM room_inventory WHERE hotel_id = $1)`, hotelID, created).Scan(&found, &total, &inventory); err != nil {
@@ -207,11 +208,11 @@ func auditHotel(t *testing.T, p *platform, hotelID string, created []string, nig
 		t.Error("invariant violated: " + v)
 	}
 	var home string
-	if err := p.db.Pool.QueryRow(ctx, `SELECT home_region FROM placements WHERE kind = 'hotel' AND partition_id = $1`, hotelID).Scan(&home); err != nil {
+	if err := dbtest.SQL(p.db).QueryRow(ctx, `SELECT home_region FROM placements WHERE kind = 'hotel' AND partition_id = $1`, hotelID).Scan(&home); err != nil {
 		t.Fatal(err)
 	}
 	var stray int
-	if err := p.db.Pool.QueryRow(ctx, `SELECT
+	if err := dbtest.SQL(p.db).QueryRow(ctx, `SELECT
 		(SELECT count(*) FROM reservations WHERE hotel_id = $1 AND home_region <> $2) +
 		(SELECT count(*) FROM room_inventory WHERE hotel_id = $1 AND home_region <> $2) +
 		(SELECT count(*) FROM idempotency_keys WHERE partition_id = $1 AND home_region <> $2) +

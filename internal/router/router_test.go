@@ -13,6 +13,7 @@ import (
 
 	"github.com/berthhq/berth/internal/berth"
 	"github.com/berthhq/berth/internal/bookingtest"
+	"github.com/berthhq/berth/internal/dbtest"
 	"github.com/berthhq/berth/internal/placement"
 	"github.com/berthhq/berth/internal/postgres"
 	"github.com/berthhq/berth/internal/router"
@@ -40,7 +41,7 @@ func TestWriteThroughAnyRouterCommitsAtHome(t *testing.T) {
 				t.Errorf("via %s: X-Berth-Home-Region %q, want %s", via, got, home)
 			}
 			var rowHome string
-			if err := p.db.Pool.QueryRow(ctx, `SELECT home_region FROM reservations WHERE hotel_id = $1 AND reservation_id = $2`,
+			if err := dbtest.SQL(p.db).QueryRow(ctx, `SELECT home_region FROM reservations WHERE hotel_id = $1 AND reservation_id = $2`,
 				h.ID, r.JSON()["reservation_id"]).Scan(&rowHome); err != nil {
 				t.Fatal(err)
 			}
@@ -70,7 +71,7 @@ func TestWriteToWrongBookingServiceIsMisdirected(t *testing.T) {
 		}
 	}
 	var n int
-	if err := p.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM reservations WHERE hotel_id = $1`, h.ID).Scan(&n); err != nil || n != 0 {
+	if err := dbtest.SQL(p.db).QueryRow(context.Background(), `SELECT count(*) FROM reservations WHERE hotel_id = $1`, h.ID).Scan(&n); err != nil || n != 0 {
 		t.Fatalf("reservations after refused writes: %d %v", n, err)
 	}
 }

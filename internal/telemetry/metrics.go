@@ -122,7 +122,7 @@ func (t *Telemetry) WaitingRoomDepth(ctx context.Context, room string, depth int
 	t.inst.waitingDepth.Record(ctx, depth, t.attrs(attribute.String("room", room)))
 }
 
-// PoolStats is a snapshot of a connection pool (pgxpool.Stat).
+// PoolStats is a snapshot of a connection pool (postgres.DB.PoolStats).
 type PoolStats struct {
 	Acquired, Idle, Total, Max int32
 	// EmptyAcquire counts acquires that had to wait for a connection: the

@@ -12,6 +12,7 @@ import (
 
 	"github.com/berthhq/berth/internal/berth"
 	"github.com/berthhq/berth/internal/bookingtest"
+	"github.com/berthhq/berth/internal/dbtest"
 	"github.com/berthhq/berth/internal/httpapi"
 	"github.com/berthhq/berth/internal/postgres"
 	"github.com/berthhq/berth/internal/ratelimit"
@@ -141,7 +142,7 @@ func TestAdmittedBookOthersGet428(t *testing.T) {
 		refused++
 	}
 	var live int
-	if err := env.DB.Pool.QueryRow(context.Background(), `SELECT count(*) FROM appointments WHERE clinic_id = $1`, clinicID).Scan(&live); err != nil {
+	if err := dbtest.SQL(env.DB).QueryRow(context.Background(), `SELECT count(*) FROM appointments WHERE clinic_id = $1`, clinicID).Scan(&live); err != nil {
 		t.Fatal(err)
 	}
 	if booked != 10 || refused != 20 || live != 10 {

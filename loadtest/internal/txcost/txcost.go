@@ -38,6 +38,7 @@ import (
 	"github.com/berthhq/berth/loadtest/internal/seed"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Options shape the run.
@@ -198,23 +199,30 @@ func Run(ctx context.Context, adminURL string, o Options) ([]Row, error) {
 	if _, err := postgres.Migrate(ctx, db); err != nil {
 		return nil, fmt.Errorf("migrate: %w", err)
 	}
-	cat, err := seed.Hotels(ctx, db.Pool, seed.Options{Hotels: o.Hotels, RoomTypes: o.RoomTypes, Nights: o.Nights,
+	// Seeding and the minimal schema are the tool's own SQL, on a pool of
+	// its own; the store keeps its pool to itself.
+	raw, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		return nil, err
+	}
+	defer raw.Close()
+	cat, err := seed.Hotels(ctx, raw, seed.Options{Hotels: o.Hotels, RoomTypes: o.RoomTypes, Nights: o.Nights,
 		Rooms: 1_000_000, Regions: []string{region}, Workers: 2, KeepIDs: true, StartDay: 1})
 	if err != nil {
 		return nil, fmt.Errorf("seed the store's schema: %w", err)
 	}
 	for _, q := range minimalSchema {
-		if _, err := db.Pool.Exec(ctx, q); err != nil {
+		if _, err := raw.Exec(ctx, q); err != nil {
 			return nil, fmt.Errorf("minimal schema: %w", err)
 		}
 	}
-	if _, err := db.Pool.Exec(ctx, `INSERT INTO minimal.room_inventory (hotel_id, room_type_id, stay_date, total_rooms)
+	if _, err := raw.Exec(ctx, `INSERT INTO minimal.room_inventory (hotel_id, room_type_id, stay_date, total_rooms)
 		SELECT h, t, DATE '2027-01-01' + n, 1000000
 		FROM generate_series(1, $1::int) h, generate_series(1, $2::int) t, generate_series(0, $3::int - 1) n`,
 		o.Hotels, o.RoomTypes, o.Nights); err != nil {
 		return nil, fmt.Errorf("seed the minimal schema: %w", err)
 	}
-	if _, err := db.Pool.Exec(ctx, `VACUUM ANALYZE`); err != nil {
+	if _, err := raw.Exec(ctx, `VACUUM ANALYZE`); err != nil {
 		return nil, fmt.Errorf("vacuum: %w", err)
 	}
 	o.logf("txcost: seeded %d hotels × %d room types × %d nights in both schemas of %s", o.Hotels, o.RoomTypes, o.Nights, name)

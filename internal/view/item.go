@@ -1,9 +1,4 @@
-// Package readmodel owns the per-guest view of every reservation and
-// appointment across all partitions and regions: the projection of booking
-// events into it (each event applied once, never an older version over a
-// newer one), the partner API that serves it, partner keys, and the rebuild
-// and verification of the view from the booking tables.
-package readmodel
+package view
 
 import (
 	"encoding/json"

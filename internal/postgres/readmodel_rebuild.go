@@ -1,4 +1,4 @@
-package readmodel
+package postgres
 
 import (
 	"context"
@@ -6,27 +6,28 @@ import (
 	"strings"
 	"time"
 
+	"github.com/berthhq/berth/internal/view"
 	"github.com/jackc/pgx/v5"
 )
 
-// The booking tables the view is built from. Each source lists its rows as
+// viewSource is a booking table the view is built from. Each source lists its rows as
 // items in key order; adding a kind is adding a source.
-type source struct {
+type viewSource struct {
 	kind  string
 	table string
 	// query selects items after (partition, id), ordered by them, $3 rows.
 	query string
-	scan  func(pgx.Rows) (Item, error)
+	scan  func(pgx.Rows) (view.Item, error)
 }
 
-var sources = []source{
+var viewSources = []viewSource{
 	{
 		kind: "hotel", table: "reservations",
 		query: `SELECT hotel_id::TEXT, reservation_id::TEXT, guest_id, status, check_in, check_out, quantity,
 			COALESCE(contact_email, ''), COALESCE(contact_phone, ''), version, updated_at
 			FROM reservations WHERE (hotel_id, reservation_id) > ($1::UUID, $2::UUID)
 			ORDER BY hotel_id, reservation_id LIMIT $3`,
-		scan: func(rows pgx.Rows) (Item, error) {
+		scan: func(rows pgx.Rows) (view.Item, error) {
 			var (
 				pid, id, guest, status, email, phone string
 				in, out, updated                     time.Time
@@ -34,9 +35,9 @@ var sources = []source{
 				version                              int64
 			)
 			if err := rows.Scan(&pid, &id, &guest, &status, &in, &out, &qty, &email, &phone, &version, &updated); err != nil {
-				return Item{}, err
+				return view.Item{}, err
 			}
-			return HotelItem(pid, id, guest, status, in.Format(time.DateOnly), out.Format(time.DateOnly), int(qty), email, phone, version, updated)
+			return view.HotelItem(pid, id, guest, status, in.Format(time.DateOnly), out.Format(time.DateOnly), int(qty), email, phone, version, updated)
 		},
 	},
 	{
@@ -44,25 +45,25 @@ var sources = []source{
 		query: `SELECT clinic_id::TEXT, appointment_id::TEXT, guest_id, status, starts_at, ends_at, version, updated_at
 			FROM appointments WHERE (clinic_id, appointment_id) > ($1::UUID, $2::UUID)
 			ORDER BY clinic_id, appointment_id LIMIT $3`,
-		scan: func(rows pgx.Rows) (Item, error) {
+		scan: func(rows pgx.Rows) (view.Item, error) {
 			var (
 				pid, id, guest, status string
 				starts, ends, updated  time.Time
 				version                int64
 			)
 			if err := rows.Scan(&pid, &id, &guest, &status, &starts, &ends, &version, &updated); err != nil {
-				return Item{}, err
+				return view.Item{}, err
 			}
-			return ClinicItem(pid, id, guest, status, starts, ends, "", "", version, updated), nil
+			return view.ClinicItem(pid, id, guest, status, starts, ends, "", "", version, updated), nil
 		},
 	},
 }
 
 const zeroUUID = "00000000-0000-0000-0000-000000000000"
 
-func (s *Store) tableExists(ctx context.Context, table string) (bool, error) {
+func (s *ReadModel) tableExists(ctx context.Context, table string) (bool, error) {
 	var ok bool
-	err := s.db.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM information_schema.tables
+	err := s.db.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM information_schema.tables
 		WHERE table_schema = current_schema() AND table_name = $1)`, table).Scan(&ok)
 	if err != nil {
 		return false, fmt.Errorf("look for table %s: %w", table, err)
@@ -71,14 +72,14 @@ func (s *Store) tableExists(ctx context.Context, table string) (bool, error) {
 }
 
 // scanSource calls fn with every item of a source, in pages.
-func (s *Store) scanSource(ctx context.Context, src source, fn func([]Item) error) error {
+func (s *ReadModel) scanSource(ctx context.Context, src viewSource, fn func([]view.Item) error) error {
 	afterP, afterID := zeroUUID, zeroUUID
 	for {
-		rows, err := s.db.Pool.Query(ctx, src.query, afterP, afterID, 1000)
+		rows, err := s.db.pool.Query(ctx, src.query, afterP, afterID, 1000)
 		if err != nil {
 			return fmt.Errorf("read %s: %w", src.table, err)
 		}
-		var page []Item
+		var page []view.Item
 		for rows.Next() {
 			it, err := src.scan(rows)
 			if err != nil {
@@ -102,19 +103,13 @@ func (s *Store) scanSource(ctx context.Context, src source, fn func([]Item) erro
 	}
 }
 
-// RebuildReport says what a rebuild did.
-type RebuildReport struct {
-	Written map[string]int // kind → rows written
-	Removed int            // view rows without a source row
-}
-
 // Rebuild rebuilds the view from the booking tables: every reservation (and
 // appointment, when that table exists) is written unless the view already
 // holds a newer version (so it is safe while the projection runs), and view
 // rows with no booking row are removed.
-func (s *Store) Rebuild(ctx context.Context) (RebuildReport, error) {
-	rep := RebuildReport{Written: map[string]int{}}
-	for _, src := range sources {
+func (s *ReadModel) Rebuild(ctx context.Context) (view.RebuildReport, error) {
+	rep := view.RebuildReport{Written: map[string]int{}}
+	for _, src := range viewSources {
 		ok, err := s.tableExists(ctx, src.table)
 		if err != nil {
 			return rep, err
@@ -122,13 +117,13 @@ func (s *Store) Rebuild(ctx context.Context) (RebuildReport, error) {
 		if !ok {
 			continue
 		}
-		err = s.scanSource(ctx, src, func(page []Item) error {
+		err = s.scanSource(ctx, src, func(page []view.Item) error {
 			b := &pgx.Batch{}
 			for _, it := range page {
 				b.Queue(strings.Replace(upsertSQL, "rm_reservations.version < excluded.version",
 					"rm_reservations.version <= excluded.version", 1), upsertArgs(it)...)
 			}
-			if err := s.db.Pool.SendBatch(ctx, b).Close(); err != nil {
+			if err := s.db.pool.SendBatch(ctx, b).Close(); err != nil {
 				return fmt.Errorf("rebuild %s: %w", src.kind, err)
 			}
 			rep.Written[src.kind] += len(page)
@@ -138,7 +133,7 @@ func (s *Store) Rebuild(ctx context.Context) (RebuildReport, error) {
 			return rep, err
 		}
 		keyCols := map[string][2]string{"reservations": {"hotel_id", "reservation_id"}, "appointments": {"clinic_id", "appointment_id"}}[src.table]
-		tag, err := s.db.Pool.Exec(ctx, fmt.Sprintf(`DELETE FROM rm_reservations AS rm WHERE rm.kind = $1 AND NOT EXISTS (
+		tag, err := s.db.pool.Exec(ctx, fmt.Sprintf(`DELETE FROM rm_reservations AS rm WHERE rm.kind = $1 AND NOT EXISTS (
 			SELECT 1 FROM %s AS b WHERE b.%s::TEXT = rm.partition_id AND b.%s::TEXT = rm.id)`, src.table, keyCols[0], keyCols[1]), src.kind)
 		if err != nil {
 			return rep, fmt.Errorf("rebuild %s: remove orphans: %w", src.kind, err)
@@ -148,23 +143,12 @@ func (s *Store) Rebuild(ctx context.Context) (RebuildReport, error) {
 	return rep, nil
 }
 
-// Difference is one disagreement between the view and the booking tables.
-type Difference struct {
-	Kind, PartitionID, ID string
-	Problem               string // missing_in_view | extra_in_view | mismatch
-	Detail                string
-}
-
-func (d Difference) String() string {
-	return fmt.Sprintf("%s %s/%s: %s %s", d.Problem, d.Kind, d.PartitionID, d.ID, d.Detail)
-}
-
 // Verify compares the view with the booking tables and lists differences
 // (compared: guest, status, version, start, end).
-func (s *Store) Verify(ctx context.Context) ([]Difference, error) {
-	var diffs []Difference
+func (s *ReadModel) Verify(ctx context.Context) ([]view.Difference, error) {
+	var diffs []view.Difference
 	seen := map[[3]string]bool{}
-	for _, src := range sources {
+	for _, src := range viewSources {
 		ok, err := s.tableExists(ctx, src.table)
 		if err != nil {
 			return nil, err
@@ -172,21 +156,21 @@ func (s *Store) Verify(ctx context.Context) ([]Difference, error) {
 		if !ok {
 			continue
 		}
-		err = s.scanSource(ctx, src, func(page []Item) error {
-			view, err := s.viewRows(ctx, src.kind, page)
+		err = s.scanSource(ctx, src, func(page []view.Item) error {
+			rows, err := s.viewRows(ctx, src.kind, page)
 			if err != nil {
 				return err
 			}
 			for _, want := range page {
 				k := [3]string{want.Kind, want.PartitionID, want.ID}
 				seen[k] = true
-				got, ok := view[k]
+				got, ok := rows[k]
 				if !ok {
-					diffs = append(diffs, Difference{want.Kind, want.PartitionID, want.ID, "missing_in_view", "db status " + want.Status})
+					diffs = append(diffs, view.Difference{Kind: want.Kind, PartitionID: want.PartitionID, ID: want.ID, Problem: "missing_in_view", Detail: "db status " + want.Status})
 					continue
 				}
-				if d := compare(want, got); d != "" {
-					diffs = append(diffs, Difference{want.Kind, want.PartitionID, want.ID, "mismatch", d})
+				if d := view.Compare(want, got); d != "" {
+					diffs = append(diffs, view.Difference{Kind: want.Kind, PartitionID: want.PartitionID, ID: want.ID, Problem: "mismatch", Detail: d})
 				}
 			}
 			return nil
@@ -196,7 +180,7 @@ func (s *Store) Verify(ctx context.Context) ([]Difference, error) {
 		}
 	}
 	// View rows with no booking row.
-	rows, err := s.db.Pool.Query(ctx, `SELECT kind, partition_id, id FROM rm_reservations`)
+	rows, err := s.db.pool.Query(ctx, `SELECT kind, partition_id, id FROM rm_reservations`)
 	if err != nil {
 		return nil, fmt.Errorf("verify: %w", err)
 	}
@@ -207,43 +191,28 @@ func (s *Store) Verify(ctx context.Context) ([]Difference, error) {
 			return nil, fmt.Errorf("verify: %w", err)
 		}
 		if !seen[k] {
-			diffs = append(diffs, Difference{k[0], k[1], k[2], "extra_in_view", "no booking row"})
+			diffs = append(diffs, view.Difference{Kind: k[0], PartitionID: k[1], ID: k[2], Problem: "extra_in_view", Detail: "no booking row"})
 		}
 	}
 	return diffs, rows.Err()
 }
 
-func compare(want, got Item) string {
-	var d []string
-	add := func(field, w, g string) {
-		if w != g {
-			d = append(d, fmt.Sprintf("%s db=%q view=%q", field, w, g))
-		}
-	}
-	add("guest_id", want.GuestID, got.GuestID)
-	add("status", want.Status, got.Status)
-	add("version", fmt.Sprint(want.Version), fmt.Sprint(got.Version))
-	add("start", want.Start, got.Start)
-	add("end", want.End, got.End)
-	return strings.Join(d, "; ")
-}
-
-func (s *Store) viewRows(ctx context.Context, kind string, page []Item) (map[[3]string]Item, error) {
+func (s *ReadModel) viewRows(ctx context.Context, kind string, page []view.Item) (map[[3]string]view.Item, error) {
 	pids := make([]string, len(page))
 	ids := make([]string, len(page))
 	for i, it := range page {
 		pids[i], ids[i] = it.PartitionID, it.ID
 	}
-	rows, err := s.db.Pool.Query(ctx, `SELECT rm.partition_id, rm.id, rm.guest_id, rm.status, rm.version, rm.start_at, rm.end_at
+	rows, err := s.db.pool.Query(ctx, `SELECT rm.partition_id, rm.id, rm.guest_id, rm.status, rm.version, rm.start_at, rm.end_at
 		FROM rm_reservations AS rm JOIN unnest($2::TEXT[], $3::TEXT[]) AS k(p, i) ON rm.partition_id = k.p AND rm.id = k.i
 		WHERE rm.kind = $1`, kind, pids, ids)
 	if err != nil {
 		return nil, fmt.Errorf("verify: read view: %w", err)
 	}
 	defer rows.Close()
-	out := map[[3]string]Item{}
+	out := map[[3]string]view.Item{}
 	for rows.Next() {
-		it := Item{Kind: kind}
+		it := view.Item{Kind: kind}
 		if err := rows.Scan(&it.PartitionID, &it.ID, &it.GuestID, &it.Status, &it.Version, &it.Start, &it.End); err != nil {
 			return nil, fmt.Errorf("verify: read view: %w", err)
 		}

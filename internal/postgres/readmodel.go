@@ -1,4 +1,4 @@
-package readmodel
+package postgres
 
 import (
 	"context"
@@ -6,18 +6,20 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/berthhq/berth/internal/postgres"
+	"github.com/berthhq/berth/internal/berth"
+	"github.com/berthhq/berth/internal/view"
 	"github.com/jackc/pgx/v5"
 )
 
-// Store is the read model's database: its own tables (rm_*) in the same
-// database as the booking tables, which it reads only to rebuild and verify.
-type Store struct {
-	db *postgres.DB
+// ReadModel keeps the per-guest view: its own tables (rm_*) in the same
+// database as the booking tables, which it reads only to rebuild and verify
+// the view.
+type ReadModel struct {
+	db *DB
 }
 
-// NewStore returns a read-model store.
-func NewStore(db *postgres.DB) *Store { return &Store{db: db} }
+// NewReadModel returns the read model's store on db.
+func NewReadModel(db *DB) *ReadModel { return &ReadModel{db: db} }
 
 // upsertSQL writes an item unless the view already holds the same or a
 // newer version of it: an old event delivered late never wins.
@@ -33,14 +35,14 @@ ON CONFLICT (kind, partition_id, id) DO UPDATE SET
     version = excluded.version, updated_at = excluded.updated_at, event_time = excluded.event_time
 WHERE rm_reservations.version < excluded.version`
 
-func upsertArgs(it Item) []any {
+func upsertArgs(it view.Item) []any {
 	return []any{it.Kind, it.PartitionID, it.ID, it.GuestID, it.Status, it.Start, it.End, it.SortAt, it.Title,
 		it.ContactEmail, it.ContactPhone, it.Version, it.UpdatedAt, it.EventTime}
 }
 
-// MarkProcessed records, inside tx, that consumer applied eventID; false
+// markProcessed records, inside tx, that consumer applied eventID; false
 // means it already had (the caller then changes nothing).
-func MarkProcessed(ctx context.Context, tx pgx.Tx, consumer, eventID string) (bool, error) {
+func markProcessed(ctx context.Context, tx pgx.Tx, consumer, eventID string) (bool, error) {
 	tag, err := tx.Exec(ctx,
 		`INSERT INTO rm_processed_events (consumer, event_id) VALUES ($1, $2) ON CONFLICT (consumer, event_id) DO NOTHING`,
 		consumer, eventID)
@@ -53,10 +55,10 @@ func MarkProcessed(ctx context.Context, tx pgx.Tx, consumer, eventID string) (bo
 // Apply applies one projected event once: the processed-event id and the
 // view row are written in one transaction. It reports whether the event was
 // new (a duplicate changes nothing) and whether the row changed.
-func (s *Store) Apply(ctx context.Context, consumer, eventID string, it *Item) (fresh, changed bool, err error) {
+func (s *ReadModel) Apply(ctx context.Context, consumer, eventID string, it *view.Item) (fresh, changed bool, err error) {
 	err = s.db.InTx(ctx, func(tx pgx.Tx) error {
 		fresh, changed = false, false
-		ok, err := MarkProcessed(ctx, tx, consumer, eventID)
+		ok, err := markProcessed(ctx, tx, consumer, eventID)
 		if err != nil || !ok {
 			return err
 		}
@@ -74,25 +76,15 @@ func (s *Store) Apply(ctx context.Context, consumer, eventID string, it *Item) (
 	return fresh, changed, err
 }
 
-// Query selects a page of a guest's items.
-type Query struct {
-	GuestID string
-	Kind    string // "" for all
-	Status  string // "" for all
-	Limit   int
-	After   *Position
-}
-
-// Position is a keyset position in a guest's items.
-type Position struct {
-	SortAt      time.Time `json:"s"`
-	Kind        string    `json:"k"`
-	PartitionID string    `json:"p"`
-	ID          string    `json:"i"`
-}
-
 // List returns up to q.Limit items after q.After, and whether more follow.
-func (s *Store) List(ctx context.Context, q Query) ([]Item, bool, error) {
+// A failure of the database itself (down, too busy, too slow) is a 503
+// (berth.CodeUnavailable) for the partner API; any other error is a bug.
+func (s *ReadModel) List(ctx context.Context, q view.Query) (items []view.Item, more bool, err error) {
+	defer func() {
+		if IsTransient(err) {
+			err = &berth.Error{Code: berth.CodeUnavailable, Detail: "the read model is unavailable", RetryAfter: 1, Err: err}
+		}
+	}()
 	sql := `SELECT kind, partition_id, id, guest_id, status, start_at, end_at, sort_at, title, version, updated_at, event_time
 		FROM rm_reservations
 		WHERE guest_id = $1 AND ($2 = '' OR kind = $2) AND ($3 = '' OR status = $3)`
@@ -102,14 +94,13 @@ func (s *Store) List(ctx context.Context, q Query) ([]Item, bool, error) {
 		args = append(args, q.After.SortAt, q.After.Kind, q.After.PartitionID, q.After.ID)
 	}
 	sql += ` ORDER BY sort_at, kind, partition_id, id LIMIT $4`
-	rows, err := s.db.Pool.Query(ctx, sql, args...)
+	rows, err := s.db.pool.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, false, fmt.Errorf("list view: %w", err)
 	}
 	defer rows.Close()
-	var items []Item
 	for rows.Next() {
-		var it Item
+		var it view.Item
 		if err := rows.Scan(&it.Kind, &it.PartitionID, &it.ID, &it.GuestID, &it.Status, &it.Start, &it.End,
 			&it.SortAt, &it.Title, &it.Version, &it.UpdatedAt, &it.EventTime); err != nil {
 			return nil, false, fmt.Errorf("list view: %w", err)
@@ -120,7 +111,7 @@ func (s *Store) List(ctx context.Context, q Query) ([]Item, bool, error) {
 	if err := rows.Err(); err != nil {
 		return nil, false, fmt.Errorf("list view: %w", err)
 	}
-	more := len(items) > q.Limit
+	more = len(items) > q.Limit
 	if more {
 		items = items[:q.Limit]
 	}
@@ -128,13 +119,13 @@ func (s *Store) List(ctx context.Context, q Query) ([]Item, bool, error) {
 }
 
 // Get returns one item of the view.
-func (s *Store) Get(ctx context.Context, kind, partitionID, id string) (Item, error) {
-	var it Item
-	err := s.db.Pool.QueryRow(ctx, `SELECT kind, partition_id, id, guest_id, status, start_at, end_at, sort_at, title, version, updated_at
+func (s *ReadModel) Get(ctx context.Context, kind, partitionID, id string) (view.Item, error) {
+	var it view.Item
+	err := s.db.pool.QueryRow(ctx, `SELECT kind, partition_id, id, guest_id, status, start_at, end_at, sort_at, title, version, updated_at
 		FROM rm_reservations WHERE kind = $1 AND partition_id = $2 AND id = $3`, kind, partitionID, id).Scan(
 		&it.Kind, &it.PartitionID, &it.ID, &it.GuestID, &it.Status, &it.Start, &it.End, &it.SortAt, &it.Title, &it.Version, &it.UpdatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return it, ErrNotFound
+		return it, view.ErrNotFound
 	}
 	if err != nil {
 		return it, fmt.Errorf("get view item: %w", err)
@@ -142,13 +133,10 @@ func (s *Store) Get(ctx context.Context, kind, partitionID, id string) (Item, er
 	return it, nil
 }
 
-// ErrNotFound reports an item missing from the view.
-var ErrNotFound = errors.New("not in the view")
-
 // PruneProcessed forgets processed-event ids older than keep (far beyond
 // the stream's duplicate window and any redelivery).
-func (s *Store) PruneProcessed(ctx context.Context, keep time.Duration, limit int) (int, error) {
-	tag, err := s.db.Pool.Exec(ctx, `DELETE FROM rm_processed_events WHERE (consumer, event_id) IN (
+func (s *ReadModel) PruneProcessed(ctx context.Context, keep time.Duration, limit int) (int, error) {
+	tag, err := s.db.pool.Exec(ctx, `DELETE FROM rm_processed_events WHERE (consumer, event_id) IN (
 		SELECT consumer, event_id FROM rm_processed_events WHERE processed_at < now() - $1 * INTERVAL '1 microsecond' LIMIT $2)`,
 		keep.Microseconds(), limit)
 	if err != nil {

@@ -1,0 +1,25 @@
+// Package readmodel serves the per-guest view of every reservation and
+// appointment across all partitions and regions: the projection of booking
+// events into it (each event applied once, never an older version over a
+// newer one) and the partner API that reads it. The view's values are in
+// package view; the store that keeps them is postgres.ReadModel.
+package readmodel
+
+import (
+	"context"
+
+	"github.com/berthhq/berth/internal/view"
+)
+
+// Store is what the projector and the partner API need of the view's
+// store (postgres.ReadModel).
+type Store interface {
+	// Apply applies one projected event once (it == nil: an event the view
+	// ignores, still recorded as processed). fresh is false for a
+	// duplicate, which changes nothing.
+	Apply(ctx context.Context, consumer, eventID string, it *view.Item) (fresh, changed bool, err error)
+	// List returns up to q.Limit items after q.After, and whether more follow.
+	List(ctx context.Context, q view.Query) ([]view.Item, bool, error)
+	// PartnerByKey returns the live partner holding key, or view.ErrNotFound.
+	PartnerByKey(ctx context.Context, key string) (view.Partner, error)
+}
