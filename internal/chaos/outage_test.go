@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthhq/berth/internal/dbtest"
 	"github.com/google/uuid"
 )
 
@@ -176,7 +177,7 @@ func TestRegionOutage(t *testing.T) {
 	}
 	rep.Moved = strings.Count(out, " moved hotel ")
 	var left int
-	if err := s.db.Pool.QueryRow(ctx, `SELECT count(*) FROM placements WHERE home_region = $1`, victim).Scan(&left); err != nil || left != 0 {
+	if err := dbtest.SQL(s.db).QueryRow(ctx, `SELECT count(*) FROM placements WHERE home_region = $1`, victim).Scan(&left); err != nil || left != 0 {
 		t.Errorf("after the drain %d partitions are still homed in %s (%v)", left, victim, err)
 	}
 	mark("drained")
@@ -308,7 +309,7 @@ func (s *stack) probeReturned(t *testing.T, hotels []hotel, from time.Time) []ch
 		}
 	}
 	var home string
-	if err := s.db.Pool.QueryRow(context.Background(), `SELECT home_region FROM placements WHERE kind = 'hotel' AND partition_id = $1`, h.ID).Scan(&home); err != nil {
+	if err := dbtest.SQL(s.db).QueryRow(context.Background(), `SELECT home_region FROM placements WHERE kind = 'hotel' AND partition_id = $1`, h.ID).Scan(&home); err != nil {
 		t.Fatal(err)
 	}
 	guest := "probe-" + uuid.NewString()
@@ -335,7 +336,7 @@ func (s *stack) probeReturned(t *testing.T, hotels []hotel, from time.Time) []ch
 		OK:     status == http.StatusMisdirectedRequest && m["code"] == "misdirected" && m["home_region"] == home && home != victim,
 		Detail: fmt.Sprintf("direct hold to booking %s for hotel %s (now homed in %s): %d %v", victim, h.ID, home, status, m["code"])})
 	var n int
-	if err := s.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM reservations WHERE guest_id = $1`, guest).Scan(&n); err != nil {
+	if err := dbtest.SQL(s.db).QueryRow(context.Background(), `SELECT count(*) FROM reservations WHERE guest_id = $1`, guest).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	out = append(out, check{Name: "the refused write left nothing", OK: n == 0, Detail: fmt.Sprintf("%d reservations of the probe guest", n)})
