@@ -11,11 +11,11 @@ ENV := set -a; source .local/env; set +a
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
-run: ## the whole local platform in the foreground, with logs; Ctrl-C stops it
-	@bash $(STACK) run
+run: ## the whole local platform in the foreground, with logs; Ctrl-C stops it (WAN=1: with the simulated WAN)
+	@WAN=$(WAN) bash $(STACK) run
 
-up: ## the whole local platform in the background (idempotent)
-	@bash $(STACK) up
+up: ## the whole local platform in the background (idempotent); WAN=1 adds the simulated WAN between regions
+	@WAN=$(WAN) bash $(STACK) up
 
 down: ## stop everything `make up` started
 	@bash $(STACK) down

@@ -183,8 +183,12 @@ func printSummary(w io.Writer, r *report.Report) {
 			s.P99Ms, s.P999Ms, s.MaxMs, 100*report.ErrorRate(s), strings.Join(sortStrings(parts), " "))
 	}
 	tw.Flush()
-	for k, v := range r.Figures {
-		fmt.Fprintf(w, "figure %s = %.3f\n", k, v)
+	figures := make([]string, 0, len(r.Figures))
+	for k := range r.Figures {
+		figures = append(figures, k)
+	}
+	for _, k := range sortStrings(figures) {
+		fmt.Fprintf(w, "figure %s = %.3f\n", k, r.Figures[k])
 	}
 	for _, ch := range r.Checks {
 		mark := "ok  "

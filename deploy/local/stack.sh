@@ -4,6 +4,7 @@
 #
 #   stack.sh deps     start PostgreSQL, Redis and NATS (what the tests need)
 #   stack.sh up       deps + migrations + the services of every region, in the background
+#                     (WAN=1: with the simulated WAN between the regions, deploy/local/wan)
 #   stack.sh run      up + demo seed, then follow the logs; Ctrl-C stops everything
 #   stack.sh down     stop everything this script started
 #   stack.sh status   show what runs
@@ -28,6 +29,10 @@ REGIONS=(us-east eu-west ap-south)
 ROUTER_PORTS=(8080 8081 8082)
 BOOKING_PORTS=(9080 9081 9082)
 READMODEL_PORT=8090
+# WAN=1: routers reach the other regions' services through Toxiproxy
+# (deploy/local/wan) with real inter-region round-trip times.
+WAN="${WAN:-0}"
+WAN_API_PORT=8474
 
 log() { printf '\033[1m[stack]\033[0m %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -195,7 +200,7 @@ write_env() {
 
 build() {
 	log "building berth binaries into .local/bin"
-	(cd "$ROOT" && go build -o "$BIN/" ./cmd/booking ./cmd/router ./cmd/readmodel)
+	(cd "$ROOT" && go build -o "$BIN/" ./cmd/booking ./cmd/router ./cmd/readmodel ./deploy/local/wan)
 }
 
 start_service() { # name port args...
@@ -229,13 +234,34 @@ start_services() {
 		ps -o args= -p "$(cat "$RUN/booking-us-east.pid")" | grep -q -- "--addr 127.0.0.1:${ROUTER_PORTS[0]}"; then
 		stop_pidfile booking-us-east "$RUN/booking-us-east.pid"
 	fi
+	# The WAN sits between routers and the other regions: a router already
+	# running with (or without) it would silently keep the other shape.
+	local router_up=0
+	port_open "${ROUTER_PORTS[0]}" && router_up=1
+	if [[ $WAN == 1 && $router_up -eq 1 ]] && ! pid_alive "$RUN/wan.pid"; then
+		die "the routers already run without the WAN; \`make down\` (if you started them), then \`make up WAN=1\`"
+	fi
+	if [[ $WAN != 1 && $router_up -eq 1 ]] && pid_alive "$RUN/wan.pid"; then
+		log "note: the routers run with the simulated WAN (started with WAN=1); \`make down\` first to run without it"
+	fi
+	local -a router_env
+	if [[ $WAN == 1 && $has_router -eq 1 ]]; then
+		start_service wan "$WAN_API_PORT" "$BIN/wan" serve --api "127.0.0.1:$WAN_API_PORT"
+		wait_port "$WAN_API_PORT" wan 30
+	fi
 	for i in "${!REGIONS[@]}"; do
 		local r="${REGIONS[$i]}" bport="${BOOKING_PORTS[$i]}"
+		router_env=()
+		if [[ $WAN == 1 ]]; then
+			local wan_env
+			wan_env="$("$BIN/wan" env --region "$r")" || die "wan env --region $r failed"
+			mapfile -t router_env <<<"$wan_env"
+		fi
 		# Until a router fronts it, us-east's booking service takes the public port.
 		[[ $has_router -eq 0 && $i -eq 0 ]] && bport="${ROUTER_PORTS[0]}"
 		start_service "booking-$r" "$bport" "$BIN/booking" serve --region "$r" --addr "127.0.0.1:$bport"
 		if [[ $has_router -eq 1 ]]; then
-			start_service "router-$r" "${ROUTER_PORTS[$i]}" "$BIN/router" serve --region "$r" --addr "127.0.0.1:${ROUTER_PORTS[$i]}"
+			start_service "router-$r" "${ROUTER_PORTS[$i]}" env "${router_env[@]}" "$BIN/router" serve --region "$r" --addr "127.0.0.1:${ROUTER_PORTS[$i]}"
 		fi
 	done
 	if has_command readmodel serve; then
@@ -263,7 +289,7 @@ stop_pidfile() { # name pidfile
 
 down() {
 	local f
-	for f in "$RUN"/router-*.pid "$RUN"/booking-*.pid "$RUN"/readmodel.pid; do
+	for f in "$RUN"/router-*.pid "$RUN"/wan.pid "$RUN"/booking-*.pid "$RUN"/readmodel.pid; do
 		[[ -e "$f" ]] || continue
 		stop_pidfile "$(basename "$f" .pid)" "$f"
 	done
