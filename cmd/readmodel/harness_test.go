@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthhq/berth/internal/auth"
 	"github.com/berthhq/berth/internal/berth"
 	"github.com/berthhq/berth/internal/bookingtest"
 	"github.com/berthhq/berth/internal/dbtest"
@@ -103,7 +104,7 @@ func (s *stack) stopRelay(region string) {
 func (s *stack) startReadModel(tweak func(*serveConfig)) {
 	s.t.Helper()
 	cfg := serveConfig{Addr: "127.0.0.1:0", DatabaseURL: s.dbURL, NATSURL: s.nats.URL, TokenSecret: bookingtest.Secret,
-		Workers: 8, MaxDeliver: 5, ShutdownTimeout: 5 * time.Second, LogFormat: "text",
+		TokenMaxTTL: auth.DefaultMaxLifetime, Workers: 8, MaxDeliver: 5, ShutdownTimeout: 5 * time.Second, LogFormat: "text",
 		Notify: notifyConfig{Sender: "none"}}
 	if tweak != nil {
 		tweak(&cfg)

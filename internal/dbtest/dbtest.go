@@ -1,8 +1,10 @@
 // Package dbtest gives each test its own PostgreSQL database, created with a
 // random name, migrated by the real migrations and dropped when the test
 // ends. It needs BERTH_TEST_DATABASE_URL (an admin URL, as written to
-// .local/env by `make up`); without it tests skip, unless BERTH_REQUIRE_DB is
-// set (as `make test` does), in which case they fail.
+// .local/env by `make deps` or `make up`). Without it a test fails, loudly:
+// a suite that passes because its database tests skipped proves nothing.
+// Only `go test -short` (the quick tests) skips them, and not even that when
+// BERTH_REQUIRE_DB is set (as `make test-short` does).
 package dbtest
 
 import (
@@ -20,16 +22,17 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// AdminURL returns the admin database URL, skipping or failing the test when
-// none is configured.
+// AdminURL returns the admin database URL. Without one the test fails
+// (skips under -short, unless BERTH_REQUIRE_DB is set).
 func AdminURL(t testing.TB) string {
 	t.Helper()
 	url := os.Getenv("BERTH_TEST_DATABASE_URL")
 	if url == "" {
-		if os.Getenv("BERTH_REQUIRE_DB") != "" {
-			t.Fatal("BERTH_TEST_DATABASE_URL is not set; run `make up` or `make test`")
+		const why = "BERTH_TEST_DATABASE_URL is not set: run `make deps`, then `set -a; source .local/env; set +a` (or run `make test`)"
+		if testing.Short() && os.Getenv("BERTH_REQUIRE_DB") == "" {
+			t.Skip(why + "; skipped under -short")
 		}
-		t.Skip("BERTH_TEST_DATABASE_URL is not set; run `make up` first")
+		t.Fatal(why)
 	}
 	return url
 }
