@@ -25,25 +25,37 @@ const claimKeySQL = `INSERT INTO idempotency_keys (partition_id, idem_key, home_
 // request owns the key; a stored response to replay; or an error.
 func claimResult(ctx context.Context, tx pgx.Tx, tag pgconn.CommandTag, err error, partitionID string, idem *berth.Idem) (*berth.Response, error) {
 	if err != nil {
-		if sqlState(err) == "55P03" {
-			return nil, &berth.Error{Code: berth.CodeIdempotencyInProgress,
-				Detail: "a request with this Idempotency-Key is still running", RetryAfter: 1, Err: err}
-		}
-		return nil, fmt.Errorf("claim idempotency key: %w", err)
+		return nil, claimError(err)
 	}
 	if tag.RowsAffected() == 1 {
 		return nil, nil
 	}
+	return storedResponse(ctx, tx, partitionID, idem)
+}
+
+// claimError interprets a failed claim: waiting past lock_timeout on a
+// duplicate still running is 409 idempotency_in_progress.
+func claimError(err error) error {
+	if sqlState(err) == "55P03" {
+		return &berth.Error{Code: berth.CodeIdempotencyInProgress,
+			Detail: "a request with this Idempotency-Key is still running", RetryAfter: 1, Err: err}
+	}
+	return fmt.Errorf("claim idempotency key: %w", err)
+}
+
+// storedResponse reads the answer stored with a key claimed by another
+// request, to replay it.
+func storedResponse(ctx context.Context, q querier, partitionID string, idem *berth.Idem) (*berth.Response, error) {
 	var (
 		hash   string
 		status *int32
 		body   []byte
 	)
-	err = tx.QueryRow(ctx,
+	err := q.QueryRow(ctx,
 		`SELECT request_hash, response_status, response_body FROM idempotency_keys
 		 WHERE partition_id = $1 AND idem_key = $2`, partitionID, idem.Key).Scan(&hash, &status, &body)
 	if errors.Is(err, pgx.ErrNoRows) {
-		// Pruned between the two statements: let the whole transaction retry.
+		// Pruned between the claim and this read: let the whole write retry.
 		return nil, fmt.Errorf("idempotency key vanished: %w", errRetry)
 	}
 	if err != nil {

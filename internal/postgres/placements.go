@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/berthhq/berth/internal/berth"
 	"github.com/berthhq/berth/internal/placement"
@@ -14,44 +15,72 @@ import (
 
 // partitionTable is a table holding rows of partitions: its name and the
 // column that holds the partition id (the first column of its primary key).
+// lockOrder, when set, names the rest of the primary key: a move locks the
+// partition's rows of that table in this order before re-homing them.
 type partitionTable struct {
-	name, column string
+	name, column, lockOrder string
 }
 
 // partitionTables lists, per kind, every table whose rows belong to one
 // partition and carry home_region — the one place a move learns what to
-// re-home. Add a new partition table here (TestPartitionTablesCoverSchema
-// fails until you do).
+// re-home, in the order it does. Add a new partition table here
+// (TestPartitionTablesCoverSchema fails until you do).
 //
-// Lock order of a move (the partition's lock order, written down once):
-// the placement row first (FOR UPDATE; every fenced write holds it FOR SHARE,
-// so a move waits for in-flight writes and new writes wait for the move),
-// then the tables in the order listed. Reservations come before
-// room_inventory because the expiry sweeper — which does not take the
-// placement row — locks a reservation and then its nights; slots come
-// before appointments, the order the clinic flows lock them in.
+// Lock order of a move (the partition's lock order, written down once; see
+// docs/adr/0003-lock-order.md): the placement row first (FOR UPDATE; every
+// fenced write holds it FOR SHARE, so a move waits for in-flight writes and
+// new writes wait for the move), then the tables in the order listed.
+// Reservations come before room_inventory because the expiry sweeper —
+// which does not take the placement row — locks a reservation and then its
+// nights; slots come before appointments, the order the clinic flows lock
+// them in.
+//
+// A hold takes no placement row: its nights are its fence
+// (docs/adr/0007-lean-hold.md). So the move locks every night of the hotel
+// in the order holds lock them — it waits for the holds in flight, and the
+// holds after it find the nights re-homed and answer 421 — and then
+// re-homes reservations a second time: those of the holds that committed
+// while it waited for their nights. Their keys and outbox rows follow with
+// the shared tables, after the nights.
 var partitionTables = map[berth.Kind][]partitionTable{
 	berth.KindHotel: {
-		{"hotels", "hotel_id"},
-		{"room_types", "hotel_id"},
-		{"reservations", "hotel_id"},
-		{"room_inventory", "hotel_id"},
+		{name: "hotels", column: "hotel_id"},
+		{name: "room_types", column: "hotel_id"},
+		{name: "reservations", column: "hotel_id"},
+		{name: "room_inventory", column: "hotel_id", lockOrder: "room_type_id, night"},
+		{name: "reservations", column: "hotel_id"},
 	},
 	berth.KindClinic: {
-		{"clinics", "clinic_id"},
-		{"doctors", "clinic_id"},
-		{"slots", "clinic_id"},
-		{"appointments", "clinic_id"},
-		{"clinic_guest_days", "clinic_id"},
-		{"slot_audit", "clinic_id"},
+		{name: "clinics", column: "clinic_id"},
+		{name: "doctors", column: "clinic_id"},
+		{name: "slots", column: "clinic_id"},
+		{name: "appointments", column: "clinic_id"},
+		{name: "clinic_guest_days", column: "clinic_id"},
+		{name: "slot_audit", column: "clinic_id"},
 	},
+}
+
+// rehomeSQL re-homes the rows of one partition in t to $1; $2 is the
+// partition id. Table and column names come from partitionTables, never
+// from input.
+func (t partitionTable) rehomeSQL() string {
+	if t.lockOrder == "" {
+		return `UPDATE ` + t.name + ` SET home_region = $1 WHERE ` + t.column + ` = $2 AND home_region <> $1`
+	}
+	join := make([]string, 0, 2)
+	for _, c := range strings.Split(t.lockOrder, ", ") {
+		join = append(join, "t."+c+" = l."+c)
+	}
+	return `UPDATE ` + t.name + ` AS t SET home_region = $1
+		FROM (SELECT ` + t.lockOrder + ` FROM ` + t.name + ` WHERE ` + t.column + ` = $2 ORDER BY ` + t.lockOrder + ` FOR UPDATE) AS l
+		WHERE t.` + t.column + ` = $2 AND ` + strings.Join(join, " AND ") + ` AND t.home_region <> $1`
 }
 
 // sharedPartitionTables hold rows of every kind, keyed by partition_id; they
 // are re-homed after the kind's own tables.
 var sharedPartitionTables = []partitionTable{
-	{"idempotency_keys", "partition_id"},
-	{"outbox", "partition_id"},
+	{name: "idempotency_keys", column: "partition_id"},
+	{name: "outbox", column: "partition_id"},
 }
 
 // EventPlacementMoved is the outbox event type of a move.
@@ -132,7 +161,8 @@ type movedEvent struct {
 // every row of the partition in every partition table, and appends a
 // placement.moved outbox event. A booking transaction that raced with it
 // either committed before (its rows moved with the rest) or waited on the
-// placement row and now refuses with 421 misdirected.
+// placement row — or, a hold, on its nights — and now refuses with 421
+// misdirected.
 func (p *Placements) MovePlacement(ctx context.Context, kind berth.Kind, partitionID, to string) (placement.MoveResult, error) {
 	if !kind.Valid() {
 		return placement.MoveResult{}, berth.Invalid(berth.FieldError{Field: "kind", Message: "want hotel or clinic"})
@@ -171,8 +201,7 @@ func (p *Placements) MovePlacement(ctx context.Context, kind berth.Kind, partiti
 		b.Queue(`UPDATE placements SET home_region = $3, version = version + 1, updated_at = now()
 			WHERE kind = $1 AND partition_id = $2 RETURNING version, updated_at`, string(kind), partitionID, to)
 		for _, t := range tables {
-			// Table and column names come from partitionTables, never from input.
-			b.Queue(`UPDATE `+t.name+` SET home_region = $1 WHERE `+t.column+` = $2 AND home_region <> $1`, to, partitionID)
+			b.Queue(t.rehomeSQL(), to, partitionID)
 		}
 		ev := movedEvent{Kind: kind, PartitionID: partitionID, FromRegion: cur.HomeRegion, ToRegion: to, Version: cur.Version + 1}
 		// The event is homed with the partition: the new home's relay publishes it.

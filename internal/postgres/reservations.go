@@ -12,41 +12,123 @@ import (
 )
 
 // Lock order of a hotel partition (every transaction follows it, so none
-// deadlocks): the placement row, the idempotency key, the reservation row,
-// then room_inventory nights by (room type, night) ascending.
+// deadlocks; docs/adr/0003-lock-order.md): the placement row, the
+// idempotency key, the reservation row, then room_inventory nights by
+// (room type, night) ascending. A hold takes no placement row and claims its
+// key last: its nights are its fence (docs/adr/0007-lean-hold.md).
 
-// takeNights adds qty to every night of the stay in one conditional UPDATE,
-// locking the nights in ascending date order first. It returns the nights it
-// took; fewer than the stay's nights means some lacked rooms (or were not
-// loaded), and the caller must give the taken ones back or roll back.
+// takeStaySQL adds qty to every night of the stay that is homed in region $6
+// and has the rooms, in one conditional UPDATE, and returns the nights it
+// took with the room type's price and the database time. Fewer rows than the
+// stay's nights means some night lacked rooms, was not loaded, or is homed
+// elsewhere (the partition moved): the caller rolls back or gives the taken
+// nights back, and finds out which.
 //
-// The precheck reads the committed state without locking: when it already
-// shows a night short of rooms, no lock is taken and nothing is waited for,
-// so in a flash sale the losers who arrive after the last room went answer at
-// once instead of queueing on the hot row. Rejecting on a committed snapshot
-// is safe (it can only refuse, never oversell); a request that passes the
-// precheck still decides under the lock, where the UPDATE re-evaluates the
-// limit against the latest row.
-const takeNightsSQL = `
-WITH precheck AS (
-    SELECT count(*) = $7 AS ok FROM room_inventory
-    WHERE hotel_id = $1 AND room_type_id = $2 AND night >= $3 AND night < $4
-      AND reserved + $5 <= sell_limit
-),
-locked AS (
-    SELECT night FROM room_inventory
-    WHERE hotel_id = $1 AND room_type_id = $2 AND night >= $3 AND night < $4
-      AND (SELECT ok FROM precheck)
-    ORDER BY night
-    FOR UPDATE
-)
+// The scan is the primary key's range (hotel, room type, night), so the
+// nights are locked in ascending date order — the partition's lock order —
+// without a separate locking read. A night whose committed state already
+// lacks the rooms is skipped without taking or waiting for its lock, so the
+// losers who arrive after the last room went are answered at once; a night
+// a concurrent hold is taking is waited for and re-evaluated against the
+// latest row (READ COMMITTED), which can only refuse, never oversell. The
+// home_region condition is the fence: a move re-homes these rows in its own
+// transaction, so a hold either commits first (and moves with them) or finds
+// them re-homed.
+const takeStaySQL = `
 UPDATE room_inventory AS i SET reserved = i.reserved + $5
-FROM locked
-WHERE i.hotel_id = $1 AND i.room_type_id = $2 AND i.night = locked.night
-  AND i.reserved + $5 <= i.sell_limit
-RETURNING i.night, now() + $6 * INTERVAL '1 microsecond', now(),
-    (SELECT price_cents FROM room_types WHERE hotel_id = $1 AND room_type_id = $2),
-    (SELECT currency FROM room_types WHERE hotel_id = $1 AND room_type_id = $2)`
+FROM room_types AS rt
+WHERE i.hotel_id = $1 AND i.room_type_id = $2 AND i.night >= $3 AND i.night < $4
+  AND i.home_region = $6 AND i.reserved + $5 <= i.sell_limit
+  AND rt.hotel_id = $1 AND rt.room_type_id = $2
+RETURNING i.night, rt.price_cents, rt.currency, now()`
+
+// nightsWithRoomsSQL lists the nights of a stay that have qty rooms by the
+// committed state, without locks, and says whether the room type exists: what
+// a refused hold names in its answer.
+const nightsWithRoomsSQL = `
+SELECT EXISTS (SELECT 1 FROM room_types WHERE hotel_id = $1 AND room_type_id = $2),
+       ARRAY(SELECT night FROM room_inventory
+             WHERE hotel_id = $1 AND room_type_id = $2 AND night >= $3 AND night < $4 AND reserved + $5 <= sell_limit
+             ORDER BY night)`
+
+type taken struct {
+	nights    []time.Time
+	expiresAt time.Time
+	now       time.Time
+	price     int64
+	currency  string
+}
+
+func takeStay(ctx context.Context, tx pgx.Tx, region, hotelID, roomTypeID string, stay reservation.Stay, qty int) (taken, error) {
+	var t taken
+	rows, err := tx.Query(ctx, takeStaySQL, hotelID, roomTypeID, stay.CheckIn.Time(), stay.CheckOut.Time(), qty, region)
+	if err != nil {
+		return t, fmt.Errorf("take nights: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var night time.Time
+		if err := rows.Scan(&night, &t.price, &t.currency, &t.now); err != nil {
+			return t, fmt.Errorf("take nights: %w", err)
+		}
+		t.nights = append(t.nights, night)
+	}
+	if err := rows.Err(); err != nil {
+		return t, fmt.Errorf("take nights: %w", err)
+	}
+	return t, nil
+}
+
+// soldOut is the answer to a stay that could not be taken: the nights that
+// lacked rooms, from what the take got (got) or, when it got nothing, from
+// the committed state read afterwards (available).
+func soldOut(stay reservation.Stay, qty int, got []time.Time) error {
+	have := map[string]bool{}
+	for _, n := range got {
+		have[reservation.DateOf(n).String()] = true
+	}
+	failed := []string{}
+	for _, d := range stay.Dates() {
+		if !have[d.String()] {
+			failed = append(failed, d.String())
+		}
+	}
+	if len(failed) == 0 {
+		// Rooms came back between the take and the read: nothing failed for
+		// good, but this request lost its turn; answer sold out for every
+		// night rather than retrying silently.
+		for _, d := range stay.Dates() {
+			failed = append(failed, d.String())
+		}
+	}
+	return &berth.Error{Code: berth.CodeSoldOut,
+		Detail: fmt.Sprintf("%d of %d night(s) lack %d room(s)", len(failed), stay.Nights(), qty),
+		Extra:  map[string]any{"nights": failed}}
+}
+
+// takeAllNights takes every night of the stay or none, inside a transaction
+// that holds the partition's fence: when any night lacks rooms, it gives
+// back the ones it took (the transaction still holds their locks, so nobody
+// saw the partial take) and returns sold_out naming the nights that failed.
+func takeAllNights(ctx context.Context, tx pgx.Tx, region, hotelID, roomTypeID string, stay reservation.Stay, qty int) (taken, error) {
+	t, err := takeStay(ctx, tx, region, hotelID, roomTypeID, stay, qty)
+	if err != nil || len(t.nights) == stay.Nights() {
+		return t, err
+	}
+	got := t.nights
+	if len(t.nights) > 0 {
+		if _, err := tx.Exec(ctx, releaseNightsSQL, hotelID, roomTypeID, t.nights, qty); err != nil {
+			return t, fmt.Errorf("give back nights: %w", err)
+		}
+	} else {
+		var exists bool
+		if err := tx.QueryRow(ctx, nightsWithRoomsSQL, hotelID, roomTypeID, stay.CheckIn.Time(), stay.CheckOut.Time(), qty).
+			Scan(&exists, &got); err != nil {
+			return t, fmt.Errorf("read nights: %w", err)
+		}
+	}
+	return t, soldOut(stay, qty, got)
+}
 
 // releaseNightsSQL gives qty back on the given nights, ascending.
 const releaseNightsSQL = `
@@ -59,94 +141,6 @@ WITH locked AS (
 UPDATE room_inventory AS i SET reserved = i.reserved - $4
 FROM locked
 WHERE i.hotel_id = $1 AND i.room_type_id = $2 AND i.night = locked.night`
-
-type taken struct {
-	nights    []time.Time
-	expiresAt time.Time
-	now       time.Time
-	price     int64
-	currency  string
-}
-
-func takeNights(ctx context.Context, tx pgx.Tx, hotelID, roomTypeID string, stay reservation.Stay, qty int, ttl time.Duration) (taken, error) {
-	var t taken
-	rows, err := tx.Query(ctx, takeNightsSQL, hotelID, roomTypeID, stay.CheckIn.Time(), stay.CheckOut.Time(), qty, ttl.Microseconds(), stay.Nights())
-	if err != nil {
-		return t, fmt.Errorf("take nights: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var night time.Time
-		if err := rows.Scan(&night, &t.expiresAt, &t.now, &t.price, &t.currency); err != nil {
-			return t, fmt.Errorf("take nights: %w", err)
-		}
-		t.nights = append(t.nights, night)
-	}
-	if err := rows.Err(); err != nil {
-		return t, fmt.Errorf("take nights: %w", err)
-	}
-	return t, nil
-}
-
-// takeAllNights takes every night of the stay or none: when any night lacks
-// rooms, it gives back the ones it took and returns sold_out naming the
-// nights that failed. The transaction still holds those locks, so nobody saw
-// the partial take.
-func takeAllNights(ctx context.Context, tx pgx.Tx, hotelID, roomTypeID string, stay reservation.Stay, qty int, ttl time.Duration) (taken, error) {
-	t, err := takeNights(ctx, tx, hotelID, roomTypeID, stay, qty, ttl)
-	if err != nil {
-		return t, err
-	}
-	if len(t.nights) == stay.Nights() {
-		return t, nil
-	}
-	got := map[string]bool{}
-	for _, n := range t.nights {
-		got[reservation.DateOf(n).String()] = true
-	}
-	if len(t.nights) == 0 {
-		// Nothing taken (the precheck refused): name the nights that lack
-		// rooms from the committed state, without locks.
-		rows, err := tx.Query(ctx, `SELECT night FROM room_inventory
-			WHERE hotel_id = $1 AND room_type_id = $2 AND night >= $3 AND night < $4 AND reserved + $5 <= sell_limit`,
-			hotelID, roomTypeID, stay.CheckIn.Time(), stay.CheckOut.Time(), qty)
-		if err != nil {
-			return t, fmt.Errorf("read nights: %w", err)
-		}
-		for rows.Next() {
-			var night time.Time
-			if err := rows.Scan(&night); err != nil {
-				rows.Close()
-				return t, fmt.Errorf("read nights: %w", err)
-			}
-			got[reservation.DateOf(night).String()] = true
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return t, fmt.Errorf("read nights: %w", err)
-		}
-		if len(got) == stay.Nights() {
-			// Rooms came back between the two reads: nothing failed for
-			// good, but this request lost its turn; answer sold out for the
-			// night it could not take rather than retrying silently.
-			got = map[string]bool{}
-		}
-	}
-	failed := []string{}
-	for _, d := range stay.Dates() {
-		if !got[d.String()] {
-			failed = append(failed, d.String())
-		}
-	}
-	if len(t.nights) > 0 {
-		if _, err := tx.Exec(ctx, releaseNightsSQL, hotelID, roomTypeID, t.nights, qty); err != nil {
-			return t, fmt.Errorf("give back nights: %w", err)
-		}
-	}
-	return t, &berth.Error{Code: berth.CodeSoldOut,
-		Detail: fmt.Sprintf("%d of %d night(s) lack %d room(s)", len(failed), stay.Nights(), qty),
-		Extra:  map[string]any{"nights": failed}}
-}
 
 func releaseStay(ctx context.Context, tx pgx.Tx, r reservation.Reservation) error {
 	dates := make([]time.Time, 0, r.Stay().Nights())
@@ -161,33 +155,6 @@ func releaseStay(ctx context.Context, tx pgx.Tx, r reservation.Reservation) erro
 		return fmt.Errorf("release nights of %s: %d of %d nights found", r.ID, tag.RowsAffected(), len(dates))
 	}
 	return nil
-}
-
-// Hold takes every night of the stay now and records a held reservation that
-// expires after the store's hold TTL (database time).
-func (s *Store) Hold(ctx context.Context, req reservation.HoldRequest, idem *berth.Idem) (berth.Response, error) {
-	return s.write(ctx, berth.KindHotel, req.HotelID, idem, func(tx pgx.Tx, b *pgx.Batch) (any, error) {
-		t, err := takeAllNights(ctx, tx, req.HotelID, req.RoomTypeID, req.Stay, req.Quantity, s.holdTTL)
-		if berth.ErrorCode(err) == berth.CodeSoldOut && len(t.nights) == 0 {
-			// Nothing taken: tell an unknown room type from a sold-out one.
-			var exists bool
-			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM room_types WHERE hotel_id = $1 AND room_type_id = $2)`,
-				req.HotelID, req.RoomTypeID).Scan(&exists); err != nil {
-				return nil, fmt.Errorf("read room type: %w", err)
-			}
-			if !exists {
-				return nil, berth.Errorf(berth.CodeNotFound, "room type %s not found", req.RoomTypeID)
-			}
-		}
-		if err != nil {
-			return nil, err
-		}
-		r := heldReservation(req, t)
-		b.Queue(insertReservationSQL,
-			r.HotelID, r.ID, s.region, r.RoomTypeID, r.GuestID, r.CheckIn.Time(), r.CheckOut.Time(),
-			r.Quantity, string(r.Status), r.HoldExpiresAt, r.TotalPriceCents, r.Currency, r.ContactEmail, r.ContactPhone, r.CreatedAt)
-		return r, queueEvents(ctx, b, s.region, reservationEvent(reservation.EventHeld, r))
-	})
 }
 
 // heldReservation is the reservation a hold records once its nights are taken.
@@ -206,6 +173,11 @@ func heldReservation(req reservation.HoldRequest, t taken) reservation.Reservati
 const insertReservationSQL = `INSERT INTO reservations (hotel_id, reservation_id, home_region, room_type_id, guest_id, check_in, check_out,
 		quantity, status, hold_expires_at, total_price_cents, currency, contact_email, contact_phone, version, created_at, updated_at)
 	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, NULLIF($13, ''), NULLIF($14, ''), 1, $15, $15)`
+
+func queueInsertReservation(b *pgx.Batch, region string, r reservation.Reservation) {
+	b.Queue(insertReservationSQL, r.HotelID, r.ID, region, r.RoomTypeID, r.GuestID, r.CheckIn.Time(), r.CheckOut.Time(),
+		r.Quantity, string(r.Status), r.HoldExpiresAt, r.TotalPriceCents, r.Currency, r.ContactEmail, r.ContactPhone, r.CreatedAt)
+}
 
 func reservationEvent(typ string, r reservation.Reservation) event {
 	return event{kind: berth.KindHotel, partitionID: r.HotelID, typ: typ, aggregateID: r.ID, version: r.Version, data: r}
@@ -298,7 +270,7 @@ func (s *Store) Confirm(ctx context.Context, hotelID, reservationID, paymentRef 
 			return r, queueEvents(ctx, b, s.region, reservationEvent(reservation.EventConfirmed, r))
 		}
 		// The hold lapsed and the sweeper gave the nights back: take them again.
-		t, err := takeAllNights(ctx, tx, hotelID, r.RoomTypeID, r.Stay(), r.Quantity, 0)
+		t, err := takeAllNights(ctx, tx, s.region, hotelID, r.RoomTypeID, r.Stay(), r.Quantity)
 		if berth.ErrorCode(err) == berth.CodeSoldOut {
 			now, err := dbNow(ctx, tx)
 			if err != nil {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/berthhq/berth/internal/berth"
 	"github.com/berthhq/berth/internal/reservation"
 	"github.com/jackc/pgx/v5"
 )
@@ -128,48 +127,43 @@ func runStep(br pgx.BatchResults, s Step, v Vars) error {
 }
 
 // HoldScript is the winning path of Store.Hold — nights taken, reservation,
-// outbox event and stored answer written — for req under the Idempotency-Key
-// key, as the store in region with hold TTL ttl sends it. The stored answer
-// is the reservation as JSON, the size of what the HTTP layer renders.
+// outbox event and key with its answer written — for req under the
+// Idempotency-Key key, as the store in region with hold TTL ttl sends it. The
+// stored answer is the reservation as JSON, the size of what the HTTP layer
+// renders.
 func HoldScript(req reservation.HoldRequest, region string, ttl time.Duration, key, requestHash string) (Script, Vars) {
 	v := Vars{
-		"kind": string(berth.KindHotel), "hotel_id": req.HotelID, "room_type_id": req.RoomTypeID, "region": region,
-		"idem_key": key, "request_hash": requestHash,
+		"hotel_id": req.HotelID, "room_type_id": req.RoomTypeID, "region": region, "idem_key": key, "request_hash": requestHash,
 		"check_in": req.Stay.CheckIn.Time(), "check_out": req.Stay.CheckOut.Time(), "quantity": req.Quantity,
-		"ttl_us": ttl.Microseconds(), "nights": req.Stay.Nights(),
 	}
 	return Script{Name: "hold", Trips: []Trip{
 		{Steps: []Step{
-			{SQL: fenceSQL, Args: []string{"kind", "hotel_id"}, Returns: []string{"home_region"}},
-			{SQL: claimKeySQL, Args: []string{"hotel_id", "idem_key", "region", "request_hash"}},
+			{SQL: takeStaySQL, Args: []string{"hotel_id", "room_type_id", "check_in", "check_out", "quantity", "region"},
+				Returns: []string{"night", "price_cents", "currency", "now"}},
 		}},
-		{Steps: []Step{
-			{SQL: takeNightsSQL, Args: []string{"hotel_id", "room_type_id", "check_in", "check_out", "quantity", "ttl_us", "nights"},
-				Returns: []string{"night", "hold_expires_at", "now", "price_cents", "currency"}},
-		}},
-		{Before: func(v Vars) error { return bindHeld(req, region, v) }, Steps: []Step{
+		{Before: func(v Vars) error { return bindHeld(req, region, ttl, v) }, Steps: []Step{
 			{SQL: insertReservationSQL, Args: []string{"hotel_id", "reservation_id", "region", "room_type_id", "guest_id",
 				"check_in", "check_out", "quantity", "status", "hold_expires_at", "total_price_cents", "currency",
 				"contact_email", "contact_phone", "created_at"}},
 			{SQL: insertOutboxSQL, Args: []string{"hotel_id", "event_id", "region", "kind", "event_type", "reservation_id",
 				"version", "seq", "payload", "trace_context"}},
-			{SQL: storeResponseSQL, Args: []string{"hotel_id", "idem_key", "response_status", "response_body"}},
+			{SQL: claimAnsweredKeySQL, Args: []string{"hotel_id", "idem_key", "region", "request_hash", "response_status", "response_body"}},
 		}},
 	}}, v
 }
 
 // bindHeld binds the arguments of the hold's last trip from what the take
 // returned, through the same code the store runs.
-func bindHeld(req reservation.HoldRequest, region string, v Vars) error {
+func bindHeld(req reservation.HoldRequest, region string, ttl time.Duration, v Vars) error {
 	var t taken
-	var ok [4]bool
-	t.expiresAt, ok[0] = v["hold_expires_at"].(time.Time)
-	t.now, ok[1] = v["now"].(time.Time)
-	t.price, ok[2] = v["price_cents"].(int64)
-	t.currency, ok[3] = v["currency"].(string)
-	if ok != [4]bool{true, true, true, true} {
-		return fmt.Errorf("the take returned %T %T %T %T", v["hold_expires_at"], v["now"], v["price_cents"], v["currency"])
+	var ok [3]bool
+	t.now, ok[0] = v["now"].(time.Time)
+	t.price, ok[1] = v["price_cents"].(int64)
+	t.currency, ok[2] = v["currency"].(string)
+	if ok != [3]bool{true, true, true} {
+		return fmt.Errorf("the take returned %T %T %T", v["now"], v["price_cents"], v["currency"])
 	}
+	t.expiresAt = t.now.Add(ttl)
 	r := heldReservation(req, t)
 	payload, err := json.Marshal(r)
 	if err != nil {
@@ -179,8 +173,8 @@ func bindHeld(req reservation.HoldRequest, region string, v Vars) error {
 	for name, val := range map[string]any{
 		"reservation_id": r.ID, "guest_id": r.GuestID, "status": string(r.Status), "hold_expires_at": r.HoldExpiresAt,
 		"total_price_cents": r.TotalPriceCents, "contact_email": r.ContactEmail, "contact_phone": r.ContactPhone,
-		"created_at": r.CreatedAt, "event_id": newEventID(), "event_type": ev.typ, "version": ev.version, "seq": 0,
-		"payload": payload, "trace_context": (*string)(nil), "response_status": 201, "response_body": payload, "region": region,
+		"created_at": r.CreatedAt, "event_id": newEventID(), "kind": string(ev.kind), "event_type": ev.typ, "version": ev.version,
+		"seq": 0, "payload": payload, "trace_context": (*string)(nil), "response_status": 201, "response_body": payload, "region": region,
 	} {
 		v[name] = val
 	}

@@ -52,63 +52,71 @@ func businessOutcome(err error) bool {
 func (s *Store) write(ctx context.Context, kind berth.Kind, partitionID string, idem *berth.Idem,
 	fn func(tx pgx.Tx, b *pgx.Batch) (any, error)) (berth.Response, error) {
 	var resp berth.Response
-	err := s.db.InTx(ctx, func(tx pgx.Tx) error {
-		resp = berth.Response{}
-		// The fence and the key claim travel in one round trip.
-		pre := &pgx.Batch{}
-		pre.Queue(fenceSQL, string(kind), partitionID)
-		if idem != nil {
-			pre.Queue(claimKeySQL, partitionID, idem.Key, s.region, idem.Hash)
-		}
-		br := tx.SendBatch(ctx, pre)
-		var home string
-		fenceErr := br.QueryRow().Scan(&home)
-		var (
-			claimTag pgconn.CommandTag
-			claimErr error
-		)
-		if idem != nil {
-			claimTag, claimErr = br.Exec()
-		}
-		if err := br.Close(); err != nil && fenceErr == nil && claimErr == nil {
-			return fmt.Errorf("fence and claim: %w", err)
-		}
-		if err := s.checkFence(kind, partitionID, home, fenceErr); err != nil {
-			return err
-		}
-		if idem != nil {
-			replay, err := claimResult(ctx, tx, claimTag, claimErr, partitionID, idem)
-			if err != nil {
-				return err
-			}
-			if replay != nil {
-				resp = *replay
-				return nil
-			}
-		}
-		// Statements whose results nobody reads (inserts of the new rows,
-		// outbox events, the stored response) go in one batch: one round trip.
-		b := &pgx.Batch{}
-		value, err := fn(tx, b)
-		if err != nil && (idem == nil || !businessOutcome(err)) {
-			return err
-		}
-		if idem != nil {
-			resp.Status, resp.Body = idem.Render(value, err)
-			queueStoreResponse(b, partitionID, idem.Key, resp)
-		}
-		if b.Len() > 0 {
-			if err := tx.SendBatch(ctx, b).Close(); err != nil {
-				return fmt.Errorf("write batch: %w", err)
-			}
-		}
-		if idem == nil {
-			resp.Value = value
-		}
-		return nil
+	err := s.db.InTx(ctx, func(tx pgx.Tx) (err error) {
+		resp, err = s.writeIn(ctx, tx, fenceSQL, kind, partitionID, idem, fn)
+		return err
 	})
 	if err != nil {
 		return berth.Response{}, classify(err)
+	}
+	return resp, nil
+}
+
+// writeIn is the body of write inside the caller's transaction tx, fenced
+// by the statement fence (fenceSQL, or fenceNowaitSQL when tx may already
+// hold rows of the partition and so must not queue behind a move).
+func (s *Store) writeIn(ctx context.Context, tx pgx.Tx, fence string, kind berth.Kind, partitionID string, idem *berth.Idem,
+	fn func(tx pgx.Tx, b *pgx.Batch) (any, error)) (berth.Response, error) {
+	var resp berth.Response
+	// The fence and the key claim travel in one round trip.
+	pre := &pgx.Batch{}
+	pre.Queue(fence, string(kind), partitionID)
+	if idem != nil {
+		pre.Queue(claimKeySQL, partitionID, idem.Key, s.region, idem.Hash)
+	}
+	br := tx.SendBatch(ctx, pre)
+	var home string
+	fenceErr := br.QueryRow().Scan(&home)
+	var (
+		claimTag pgconn.CommandTag
+		claimErr error
+	)
+	if idem != nil {
+		claimTag, claimErr = br.Exec()
+	}
+	if err := br.Close(); err != nil && fenceErr == nil && claimErr == nil {
+		return resp, fmt.Errorf("fence and claim: %w", err)
+	}
+	if err := s.checkFence(kind, partitionID, home, fenceErr); err != nil {
+		return resp, err
+	}
+	if idem != nil {
+		replay, err := claimResult(ctx, tx, claimTag, claimErr, partitionID, idem)
+		if err != nil {
+			return resp, err
+		}
+		if replay != nil {
+			return *replay, nil
+		}
+	}
+	// Statements whose results nobody reads (inserts of the new rows,
+	// outbox events, the stored response) go in one batch: one round trip.
+	b := &pgx.Batch{}
+	value, err := fn(tx, b)
+	if err != nil && (idem == nil || !businessOutcome(err)) {
+		return resp, err
+	}
+	if idem != nil {
+		resp.Status, resp.Body = idem.Render(value, err)
+		queueStoreResponse(b, partitionID, idem.Key, resp)
+	}
+	if b.Len() > 0 {
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return resp, fmt.Errorf("write batch: %w", err)
+		}
+	}
+	if idem == nil {
+		resp.Value = value
 	}
 	return resp, nil
 }
@@ -119,10 +127,19 @@ func (s *Store) write(ctx context.Context, kind berth.Kind, partitionID string, 
 // so a stale router can never make two regions write one partition.
 const fenceSQL = `SELECT home_region FROM placements WHERE kind = $1 AND partition_id = $2 FOR SHARE`
 
+// fenceNowaitSQL is the fence for a transaction that may already hold rows
+// of the partition (a hold refused after its take): waiting there for a
+// move, which waits for those rows, would deadlock, so it fails at once
+// with 55P03 instead (errLockBusy) and the caller starts over.
+const fenceNowaitSQL = fenceSQL + ` NOWAIT`
+
 // checkFence interprets the fence query's outcome.
 func (s *Store) checkFence(kind berth.Kind, partitionID, home string, err error) error {
 	if errors.Is(err, pgx.ErrNoRows) {
 		return berth.Errorf(berth.CodeNotFound, "%s %s not found", kind, partitionID)
+	}
+	if sqlState(err) == "55P03" {
+		return fmt.Errorf("fence: %w: %w", errLockBusy, err)
 	}
 	if err != nil {
 		return fmt.Errorf("fence: %w", err)

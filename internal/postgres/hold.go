@@ -1,0 +1,169 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/berthhq/berth/internal/berth"
+	"github.com/berthhq/berth/internal/reservation"
+	"github.com/jackc/pgx/v5"
+)
+
+// The hold is the write path's hot transaction, so it is lean
+// (docs/adr/0007-lean-hold.md). A winning hold is two round trips between
+// BEGIN and COMMIT:
+//
+//  1. takeStaySQL: the nights, fenced by their own home_region, with the
+//     price and the database time;
+//  2. one batch: the reservation, its outbox event, and the Idempotency-Key
+//     inserted together with the stored answer (claimAnsweredKeySQL).
+//
+// It takes no placement row: the nights it locks are the fence, because a
+// move re-homes them in its transaction (MovePlacement locks them in the
+// partition's lock order). It claims its key last: a concurrent duplicate
+// queues on the same nights or on the key, and whichever commits second
+// finds the key taken, rolls back and replays the first one's answer.
+//
+// A hold that does not get every night is refused by refuseHold, with the
+// placement fence and the key claim first, as every other write.
+
+// claimAnsweredKeySQL claims an Idempotency-Key together with its answer,
+// at the end of a winning hold. A key claimed already (a replay, or a
+// duplicate that committed first) inserts nothing; the hold then rolls back
+// and replays the stored answer. A duplicate still in flight makes it wait,
+// as the claim at the start of other writes does (lock_timeout: 409
+// idempotency_in_progress).
+const claimAnsweredKeySQL = `INSERT INTO idempotency_keys (partition_id, idem_key, home_region, request_hash, response_status, response_body)
+	VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (partition_id, idem_key) DO NOTHING`
+
+var (
+	// errKeyTaken rolls a winning hold back: its key was claimed already.
+	errKeyTaken = errors.New("idempotency key claimed already")
+	// errPartialTake rolls a hold back that got some nights but not all:
+	// it is refused in a transaction of its own.
+	errPartialTake = errors.New("some nights taken, not all")
+	// errLockBusy says a NOWAIT lock was held by another transaction.
+	errLockBusy = errors.New("lock held")
+)
+
+// Hold takes every night of the stay now and records a held reservation that
+// expires after the store's hold TTL (database time).
+func (s *Store) Hold(ctx context.Context, req reservation.HoldRequest, idem *berth.Idem) (berth.Response, error) {
+	for attempt := 0; ; attempt++ {
+		resp, got, err := s.hold(ctx, req, idem)
+		switch {
+		case errors.Is(err, errKeyTaken):
+			resp, err = s.replay(ctx, req.HotelID, idem)
+		case errors.Is(err, errPartialTake), errors.Is(err, errLockBusy):
+			// The rollback let go of every row: refuse with the fence first.
+			resp, err = s.write(ctx, berth.KindHotel, req.HotelID, idem, func(tx pgx.Tx, _ *pgx.Batch) (any, error) {
+				return nil, s.refuseHold(ctx, tx, req, got)
+			})
+		}
+		if errors.Is(err, errRetry) && attempt < 3 {
+			continue // the key was pruned between the claim and its read
+		}
+		if err != nil {
+			return berth.Response{}, classify(err)
+		}
+		return resp, nil
+	}
+}
+
+// hold runs the hold transaction. When it could not take every night, got
+// holds the nights it did take (then rolled back).
+func (s *Store) hold(ctx context.Context, req reservation.HoldRequest, idem *berth.Idem) (berth.Response, []time.Time, error) {
+	var (
+		resp berth.Response
+		got  []time.Time
+	)
+	err := s.db.InTx(ctx, func(tx pgx.Tx) error {
+		resp, got = berth.Response{}, nil
+		t, err := takeStay(ctx, tx, s.region, req.HotelID, req.RoomTypeID, req.Stay, req.Quantity)
+		if err != nil {
+			return err
+		}
+		if len(t.nights) < req.Stay.Nights() {
+			got = t.nights
+			if len(t.nights) > 0 {
+				return errPartialTake
+			}
+			// Nothing taken: refuse in this transaction. Its take may still
+			// hold a night it waited for and then found full, so the fence
+			// must not queue behind a move (which waits for that night).
+			resp, err = s.writeIn(ctx, tx, fenceNowaitSQL, berth.KindHotel, req.HotelID, idem, func(tx pgx.Tx, _ *pgx.Batch) (any, error) {
+				return nil, s.refuseHold(ctx, tx, req, nil)
+			})
+			return err
+		}
+		t.expiresAt = t.now.Add(s.holdTTL)
+		r := heldReservation(req, t)
+		b := &pgx.Batch{}
+		queueInsertReservation(b, s.region, r)
+		if err := queueEvents(ctx, b, s.region, reservationEvent(reservation.EventHeld, r)); err != nil {
+			return err
+		}
+		if idem != nil {
+			resp.Status, resp.Body = idem.Render(r, nil)
+			b.Queue(claimAnsweredKeySQL, req.HotelID, idem.Key, s.region, idem.Hash, resp.Status, resp.Body)
+		} else {
+			resp.Value = r
+		}
+		br := tx.SendBatch(ctx, b)
+		for range b.Len() - 1 {
+			if _, err := br.Exec(); err != nil {
+				br.Close()
+				return fmt.Errorf("record hold: %w", err)
+			}
+		}
+		tag, err := br.Exec()
+		if err != nil {
+			br.Close()
+			if idem != nil {
+				return claimError(err)
+			}
+			return fmt.Errorf("record hold: %w", err)
+		}
+		if err := br.Close(); err != nil {
+			return fmt.Errorf("record hold: %w", err)
+		}
+		if idem != nil && tag.RowsAffected() == 0 {
+			return errKeyTaken
+		}
+		return nil
+	})
+	return resp, got, err
+}
+
+// refuseHold answers a hold that did not get every night, inside a fenced
+// write holding its key: 404 for an unknown room type, else 409 sold_out
+// naming the nights that lacked rooms — the nights the take missed when it
+// got some (got), else those the committed state shows short.
+func (s *Store) refuseHold(ctx context.Context, tx pgx.Tx, req reservation.HoldRequest, got []time.Time) error {
+	var (
+		exists    bool
+		available []time.Time
+	)
+	if err := tx.QueryRow(ctx, nightsWithRoomsSQL, req.HotelID, req.RoomTypeID, req.Stay.CheckIn.Time(), req.Stay.CheckOut.Time(),
+		req.Quantity).Scan(&exists, &available); err != nil {
+		return fmt.Errorf("read nights: %w", err)
+	}
+	if !exists {
+		return berth.Errorf(berth.CodeNotFound, "room type %s not found", req.RoomTypeID)
+	}
+	if len(got) == 0 {
+		got = available
+	}
+	return soldOut(req.Stay, req.Quantity, got)
+}
+
+// replay answers a hold whose key was claimed already with the stored answer.
+func (s *Store) replay(ctx context.Context, partitionID string, idem *berth.Idem) (berth.Response, error) {
+	replay, err := storedResponse(ctx, s.db.pool, partitionID, idem)
+	if err != nil {
+		return berth.Response{}, err
+	}
+	return *replay, nil
+}
