@@ -43,14 +43,21 @@ func BenchmarkClinicHold(b *testing.B) {
 				i := int(next.Add(1) - 1)
 				body := map[string]any{"slot_id": ids[i%len(ids)]}
 				r, err := e.hold(context.Background(), clinic, fmt.Sprintf("bench-%d", i), body)
-				if err != nil || (r.Status != http.StatusCreated && i < len(ids)) {
+				// Past its slots (a very large b.N) a hold finds its slot
+				// taken: that answer, and only that one, is still right.
+				switch {
+				case err != nil:
+					failed.Add(1)
+				case i < len(ids) && r.Status != http.StatusCreated:
+					failed.Add(1)
+				case i >= len(ids) && (r.Status != http.StatusConflict || r.Code() != "slot_taken"):
 					failed.Add(1)
 				}
 			}
 		})
 		b.StopTimer()
 		if failed.Load() > 0 {
-			b.Fatalf("%d holds failed", failed.Load())
+			b.Fatalf("%d of %d holds answered wrong", failed.Load(), next.Load())
 		}
 	})
 	b.Run("one-slot", func(b *testing.B) {

@@ -118,4 +118,10 @@ func TestConfirmRacesSweeper(t *testing.T) {
 		env.AssertInventory()
 	}
 	t.Logf("confirm outcomes over %d rounds: %v", rounds, totals)
+	// Every confirm answered one of the two outcomes (checked above, one by
+	// one), and both happened: a run in which one side always won did not
+	// race the two at all and proves nothing about the race.
+	if won, lost := totals["200 "], totals["409 hold_expired"]; won+lost != rounds*perRound || won == 0 || lost == 0 {
+		t.Fatalf("outcomes %v: want %d answers, some confirmed (200) and some expired (409 hold_expired)", totals, rounds*perRound)
+	}
 }

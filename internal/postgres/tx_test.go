@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -49,27 +50,45 @@ func TestInTxCommitFailureReachesCaller(t *testing.T) {
 }
 
 // Serialization failures retry the whole transaction with a fresh snapshot
-// until it commits: two SERIALIZABLE increments of one row both land.
+// until it commits. Every worker's first attempt reads the counter, then
+// waits until all of them have read it: all but one must then fail with
+// 40001 and run again, so the test fails if InTx ever stops retrying (or
+// retries on a stale snapshot, which would lose an increment).
 func TestInTxRetriesSerializationFailures(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db, _ := dbtest.New(t, postgres.Options{Isolation: postgres.Serializable, MaxRetries: 50})
+	const workers = 8
+	db, _ := dbtest.New(t, postgres.Options{Isolation: postgres.Serializable, MaxRetries: 50, MaxConns: workers + 2})
 	if _, err := dbtest.SQL(db).Exec(ctx, `CREATE TABLE counter (id INT8 PRIMARY KEY, n INT8 NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := dbtest.SQL(db).Exec(ctx, `INSERT INTO counter VALUES (1, 0)`); err != nil {
 		t.Fatal(err)
 	}
-	var retries atomic.Int32
-	db.OnRetry(func(error) { retries.Add(1) })
-	const workers = 20
+	var retries, attempts atomic.Int32
+	db.OnRetry(func(err error) {
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "40001" {
+			t.Errorf("retried after %v, want a serialization failure (40001)", err)
+		}
+		retries.Add(1)
+	})
+	var read sync.WaitGroup // every first attempt has read the counter
+	read.Add(workers)
 	errs := make(chan error, workers)
 	for range workers {
 		go func() {
+			first := true
 			errs <- db.InTx(ctx, func(tx pgx.Tx) error {
+				attempts.Add(1)
 				var n int64
 				if err := tx.QueryRow(ctx, `SELECT n FROM counter WHERE id = 1`).Scan(&n); err != nil {
 					return err
+				}
+				if first {
+					first = false
+					read.Done()
+					read.Wait()
 				}
 				_, err := tx.Exec(ctx, `UPDATE counter SET n = $1 WHERE id = 1`, n+1)
 				return err
@@ -88,7 +107,12 @@ func TestInTxRetriesSerializationFailures(t *testing.T) {
 	if n != workers {
 		t.Fatalf("counter = %d, want %d: a lost update means a retry reused a stale snapshot", n, workers)
 	}
-	t.Logf("%d serialization retries for %d read-modify-write transactions", retries.Load(), workers)
+	if r := retries.Load(); r < workers-1 {
+		t.Fatalf("%d retries, want at least %d: the %d workers that lost the first round must each run again", r, workers-1, workers-1)
+	}
+	if a, r := attempts.Load(), retries.Load(); a != workers+r {
+		t.Fatalf("fn ran %d times for %d transactions and %d retries", a, workers, r)
+	}
 }
 
 // A non-retryable error from fn rolls back and is returned as is.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -102,9 +103,17 @@ func TestConcurrentMissesShareOneLoad(t *testing.T) {
 		})
 	}
 	started.Wait()
-	// Every goroutine has started; give them a moment to reach the flight,
-	// then let the one load finish.
-	time.Sleep(50 * time.Millisecond)
+	// The barrier: every caller has looked in Redis and missed. The one load
+	// is still held open, so each of them missed while the flight was in the
+	// air and joins it (or, arriving a hair late, finds the flight's entry in
+	// Redis before loading) — never a second load. Then let the load finish.
+	deadline := time.Now().Add(10 * time.Second)
+	for c.Stats().Misses < callers {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of %d callers missed within 10 s (%+v)", c.Stats().Misses, callers, c.Stats())
+		}
+		runtime.Gosched()
+	}
 	close(release)
 	wg.Wait()
 	close(errs)
@@ -113,8 +122,10 @@ func TestConcurrentMissesShareOneLoad(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Callers that arrived after the load finished hit the cache; no caller
-	// may start a second load of the same key meanwhile.
+	// All callers missed concurrently; one load served them all.
+	if st := c.Stats(); st.Hits != 0 || st.Loads != 1 {
+		t.Fatalf("stats %+v: want %d misses sharing 1 load and no hit", st, callers)
+	}
 	if n := calls.Load(); n != 1 {
 		t.Fatalf("loads = %d, want 1 for %d concurrent callers (%+v)", n, callers, c.Stats())
 	}
