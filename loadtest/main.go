@@ -10,11 +10,23 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/berthhq/berth/internal/localenv"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// Right after `make up` the platform's addresses and the development
+	// token secret are in .local/env: read it (the environment wins), so
+	// nobody has to source it first. Flags take their defaults from the
+	// environment, so this runs before the command tree is built.
+	if path, err := localenv.Load("."); err != nil {
+		fmt.Fprintln(os.Stderr, "loadtest:", err)
+		os.Exit(1)
+	} else if path != "" {
+		fmt.Fprintln(os.Stderr, "loadtest: platform settings from", path)
+	}
 	if err := newRoot().ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "loadtest:", err)
 		os.Exit(1)

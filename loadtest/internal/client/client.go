@@ -99,7 +99,10 @@ func ResolveTargets(ctx context.Context, routers, bookings string) (Targets, []s
 		out.Regions = append(out.Regions, region)
 	}
 	if len(out.Regions) == 0 {
-		return out, notes, errors.New("no region answers /healthz; is the platform up (`make up`)?")
+		if len(regions) == 0 {
+			return out, notes, errors.New("no platform address: set BERTH_ROUTER_URLS (region=url,…, as `make up` writes to .local/env) or pass --routers")
+		}
+		return out, notes, fmt.Errorf("no region answers /healthz (routers %q, booking services %q): is the platform up (`make up`)?", routers, bookings)
 	}
 	return out, notes, nil
 }
