@@ -14,6 +14,7 @@ import (
 	_ "time/tzdata"
 
 	"github.com/berthhq/berth/internal/berth"
+	"github.com/berthhq/berth/internal/auth"
 	"github.com/berthhq/berth/internal/bookingtest"
 	"github.com/berthhq/berth/internal/httpapi"
 	"github.com/berthhq/berth/internal/postgres"
@@ -96,7 +97,7 @@ func TestRouterRateLimitsAndWaitingRoom(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cfg := serveConfig{Region: "us-east", Addr: "127.0.0.1:0", BookingURLs: map[string]string{"us-east": env.URL},
 		DatabaseURL: env.DBURL, DirectoryRefresh: time.Minute, MaxBodyBytes: 1 << 20, ShutdownTimeout: 10 * time.Second,
-		LogFormat: "json", reads: readsConfig{RedisURL: rs.URL(), Rules: rules, Windows: windows, Keys: keys, TokenSecret: bookingtest.Secret}}
+		LogFormat: "json", reads: readsConfig{RedisURL: rs.URL(), Rules: rules, Windows: windows, Keys: keys, TokenSecret: bookingtest.Secret, TokenMaxTTL: auth.DefaultMaxLifetime}}
 	ready := make(chan string, 1)
 	exited := make(chan error, 1)
 	go func() { exited <- run(ctx, cfg, io.Discard, ready) }()

@@ -13,8 +13,10 @@ import (
 	"github.com/berthhq/berth/internal/berth"
 	"github.com/berthhq/berth/internal/config"
 	"github.com/berthhq/berth/internal/natsbus"
+	"github.com/berthhq/berth/internal/origins"
 	"github.com/berthhq/berth/internal/placement"
 	"github.com/berthhq/berth/internal/postgres"
+	"github.com/berthhq/berth/internal/ratelimit"
 	"github.com/berthhq/berth/internal/router"
 	"github.com/berthhq/berth/internal/telemetry"
 	"github.com/spf13/cobra"
@@ -30,9 +32,12 @@ type serveConfig struct {
 	NatsURL          string
 	DirectoryRefresh time.Duration
 	FollowMovesFor   time.Duration
-	MaxBodyBytes     int
-	ShutdownTimeout  time.Duration
-	LogFormat        string
+	// OriginCounts: tally writes by partition in Redis for placement by
+	// origin (BERTH_ORIGIN_COUNTS, default on when BERTH_REDIS_URL is set).
+	OriginCounts    bool
+	MaxBodyBytes    int
+	ShutdownTimeout time.Duration
+	LogFormat       string
 	// telemetry adds options to telemetry.Setup (tests); tracing itself is
 	// configured by the OTEL_* variables.
 	telemetry []telemetry.Option
@@ -99,6 +104,11 @@ func loadServeConfig(cmd *cobra.Command) (serveConfig, error) {
 		errs.Add("%s", e)
 	}
 	c.reads = loadReadsConfig(&errs)
+	c.OriginCounts, err = config.Bool("BERTH_ORIGIN_COUNTS", c.reads.RedisURL != "")
+	errs.Check(err)
+	if c.OriginCounts && c.reads.RedisURL == "" {
+		errs.Add("BERTH_ORIGIN_COUNTS: needs BERTH_REDIS_URL")
+	}
 	if err := errs.Err(); err != nil {
 		return c, usageError{err}
 	}
@@ -159,10 +169,29 @@ func run(ctx context.Context, cfg serveConfig, stdout io.Writer, ready chan<- st
 		// Not fatal: /readyz says not ready and the refresher keeps trying.
 		log.Warn("placement directory: first load failed", "err", err)
 	}
+	var writes router.WriteCounter
+	stopCounts := func() {}
+	if cfg.OriginCounts {
+		rdb, err := ratelimit.NewClient(cfg.reads.RedisURL, time.Second)
+		if err != nil {
+			return usageError{fmt.Errorf("BERTH_REDIS_URL: %w", err)}
+		}
+		defer rdb.Close()
+		counter := origins.NewCounter(rdb, cfg.Region, 2*time.Hour)
+		countCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			counter.Run(countCtx, time.Second, func(err error) { log.Warn("write origins not recorded", "err", err) })
+		}()
+		stopCounts = func() { cancel(); <-done }
+		writes = counter
+	}
+	defer func() { stopCounts() }()
 	rt, err := router.New(router.Config{
 		Region: cfg.Region, Bookings: cfg.BookingURLs, ReadModel: cfg.ReadModelURL, Directory: dir,
 		Logger: log, MaxBodyBytes: int64(cfg.MaxBodyBytes), Ready: db.Ping, FollowMovesFor: cfg.FollowMovesFor,
-		Transport: tel.Transport(router.NewTransport()),
+		Transport: tel.Transport(router.NewTransport()), Writes: writes,
 	})
 	if err != nil {
 		return usageError{err}

@@ -403,28 +403,72 @@ type balanceOptions struct {
 }
 
 func newBalanceCmd() *cobra.Command {
-	var o balanceOptions
+	var (
+		o        balanceOptions
+		byOrigin bool
+		oo       = originOptions{Rules: placement.OriginRules{MinWrites: 100, MinShare: 0.6, Margin: 2, Cooldown: time.Hour, MaxMoves: 10}}
+	)
 	cmd := &cobra.Command{
 		Use:   "balance",
-		Short: "Plan (and apply) moves that even out the regions",
+		Short: "Plan (and apply) moves that even out the regions, or follow the writes",
 		Long: `balance computes moves that even out the regions — by partition count, or by
 load (state changes in the last --window, from the outbox) — prints the plan,
 and applies it unless --dry-run is given. Like drain it is resumable: a new
-run plans from the placements as they are now.`,
-		Example: "  router shards balance --by load --dry-run\n  router shards balance --by count --rate 2",
-		Args:    noArgs,
+run plans from the placements as they are now.
+
+--by-origin instead moves each partition's home to the region its writes come
+from, as the routers count them (per region, in Redis: BERTH_REDIS_URLS
+region=url,… or BERTH_REDIS_URL for all). Hysteresis: the leading region must
+have at least --min-writes writes in --window, at least --min-share of all of
+them and --margin times the home region's own, and the partition must not have
+moved within --cooldown; at most --max-moves per run, --rate per second.
+--auto repeats this every --every until interrupted (opt-in automatic mode).`,
+		Example: "  router shards balance --by load --dry-run\n  router shards balance --by count --rate 2\n" +
+			"  router shards balance --by-origin --dry-run\n  router shards balance --by-origin --auto --every 1m",
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := loadShardsConfig(cmd)
 			if err != nil {
 				return err
 			}
-			return runBalance(ctxOrBackground(cmd.Context()), cfg, o, cmd.OutOrStdout())
+			ctx := ctxOrBackground(cmd.Context())
+			if !byOrigin {
+				if cmd.Flags().Changed("auto") || cmd.Flags().Changed("min-writes") || cmd.Flags().Changed("min-share") ||
+					cmd.Flags().Changed("margin") || cmd.Flags().Changed("cooldown") || cmd.Flags().Changed("max-moves") || cmd.Flags().Changed("every") {
+					return usageError{fmt.Errorf("--auto, --every, --min-writes, --min-share, --margin, --cooldown and --max-moves go with --by-origin")}
+				}
+				return runBalance(ctx, cfg, o, cmd.OutOrStdout())
+			}
+			var errs config.Errors
+			if cmd.Flags().Changed("by") {
+				errs.Add("--by and --by-origin: choose one")
+			}
+			oo.Window, oo.Rate, oo.DryRun = o.Window, o.Rate, o.DryRun
+			if oo.Rate <= 0 {
+				errs.Add("--rate: want a positive number of moves per second")
+			}
+			oo.validate(&errs)
+			if oo.RedisURLs, err = redisURLs(); err != nil {
+				errs.Add("%v", err)
+			}
+			if err := errs.Err(); err != nil {
+				return usageError{err}
+			}
+			return runBalanceByOrigin(ctx, cfg, oo, cmd.OutOrStdout())
 		},
 	}
 	cmd.Flags().StringVar(&o.By, "by", "count", "what to even out: count or load")
-	cmd.Flags().DurationVar(&o.Window, "window", 15*time.Minute, "with --by load: how far back writes count")
+	cmd.Flags().DurationVar(&o.Window, "window", 15*time.Minute, "with --by load or --by-origin: how far back writes count")
 	cmd.Flags().Float64Var(&o.Rate, "rate", 2, "moves per second at most")
 	cmd.Flags().BoolVar(&o.DryRun, "dry-run", false, "print the plan, move nothing")
+	cmd.Flags().BoolVar(&byOrigin, "by-origin", false, "move partitions to the region their writes come from")
+	cmd.Flags().Int64Var(&oo.Rules.MinWrites, "min-writes", oo.Rules.MinWrites, "with --by-origin: writes the leading region needs in the window")
+	cmd.Flags().Float64Var(&oo.Rules.MinShare, "min-share", oo.Rules.MinShare, "with --by-origin: the leading region's share of the partition's writes (> 0.5)")
+	cmd.Flags().Float64Var(&oo.Rules.Margin, "margin", oo.Rules.Margin, "with --by-origin: the leader's writes over the home region's own (≥ 1)")
+	cmd.Flags().DurationVar(&oo.Rules.Cooldown, "cooldown", oo.Rules.Cooldown, "with --by-origin: a partition moved this recently stays")
+	cmd.Flags().IntVar(&oo.Rules.MaxMoves, "max-moves", oo.Rules.MaxMoves, "with --by-origin: moves per run at most (0: no cap)")
+	cmd.Flags().BoolVar(&oo.Auto, "auto", false, "with --by-origin: plan and apply every --every until interrupted")
+	cmd.Flags().DurationVar(&oo.Every, "every", time.Minute, "with --auto: time between runs")
 	return cmd
 }
 

@@ -56,6 +56,16 @@ type Config struct {
 	FollowMovesFor time.Duration
 	// Ready, when set, is part of /readyz (e.g. the directory's database).
 	Ready func(context.Context) error
+	// Writes, when set, is told of every client write of a known partition
+	// (not payment webhooks): where the partition's guests are, for
+	// placement by origin.
+	Writes WriteCounter
+}
+
+// WriteCounter tallies the writes entering through this router, by
+// partition. Count must not block (internal/origins counts in memory).
+type WriteCounter interface {
+	Count(kind berth.Kind, id string)
 }
 
 // NewTransport returns the upstream transport: keep-alive with many idle
@@ -249,6 +259,9 @@ func (rt *Router) toHome(w *statusWriter, r *http.Request, body []byte, rte rout
 			return
 		}
 		if found {
+			if rt.cfg.Writes != nil && rte.class == "write" {
+				rt.cfg.Writes.Count(rte.kind, rte.id)
+			}
 			u := rt.bookings[region]
 			if u == nil {
 				rt.problem(w, r, &berth.Error{Code: berth.CodeUnavailable, Detail: "no route to region " + region, RetryAfter: 5})

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -251,5 +252,47 @@ func TestGuestsGoToReadModel(t *testing.T) {
 	r := p.routers["ap-south"].Do(bookingtest.Request{Method: "GET", Path: "/v1/guests/g1/reservations?kind=hotel"})
 	if r.Status != http.StatusOK || r.JSON()["path"] != "/v1/guests/g1/reservations" || r.JSON()["q"] != "kind=hotel" {
 		t.Fatalf("guests: %d %s", r.Status, r.Body)
+	}
+}
+
+// countWrites records what a router counts for placement by origin.
+type countWrites struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *countWrites) Count(kind berth.Kind, id string) {
+	c.mu.Lock()
+	c.n[string(kind)+"/"+id]++
+	c.mu.Unlock()
+}
+
+// Client writes of known partitions are counted where they enter; reads,
+// unknown partitions and partition-less requests are not.
+func TestRouterCountsWritesByOrigin(t *testing.T) {
+	t.Parallel()
+	counted := &countWrites{n: map[string]int{}}
+	p := startPlatform(t, platformOptions{configure: func(c *router.Config) {
+		if c.Region == "eu-west" {
+			c.Writes = counted
+		}
+	}})
+	h := p.seedHotel("us-east", 5, bookingtest.Date(1), bookingtest.Date(3))
+	rt := p.routers["eu-west"]
+	for range 2 {
+		if r := rt.Do(bookingtest.Request{Method: "POST", Path: "/v1/hotels/" + h.ID + "/reservations", Token: p.guest("g1"),
+			IdemKey: bookingtest.NewKey(), Body: holdBody("g1", h, bookingtest.Date(1), bookingtest.Date(2), 1)}); r.Status != http.StatusCreated {
+			t.Fatalf("hold: %d %s", r.Status, r.Body)
+		}
+	}
+	rt.Do(bookingtest.Request{Method: "GET", Path: "/v1/hotels/" + h.ID + "/availability?check_in=" + bookingtest.Date(1) + "&check_out=" + bookingtest.Date(2)})
+	rt.Do(bookingtest.Request{Method: "POST", Path: "/v1/hotels/6a1e2b4c-0000-4000-8000-000000000001/reservations", Token: p.guest("g1"),
+		IdemKey: bookingtest.NewKey(), Body: holdBody("g1", h, bookingtest.Date(1), bookingtest.Date(2), 1)})
+	p.routers["us-east"].Do(bookingtest.Request{Method: "POST", Path: "/v1/hotels/" + h.ID + "/reservations", Token: p.guest("g1"),
+		IdemKey: bookingtest.NewKey(), Body: holdBody("g1", h, bookingtest.Date(1), bookingtest.Date(2), 1)})
+	counted.mu.Lock()
+	defer counted.mu.Unlock()
+	if len(counted.n) != 1 || counted.n["hotel/"+h.ID] != 2 {
+		t.Fatalf("counted %v, want 2 writes of hotel %s", counted.n, h.ID)
 	}
 }
