@@ -40,3 +40,20 @@ func geoCmd() *cobra.Command {
 	cmd.Flags().Float64Var(&o.ReadsPerWrite, "reads-per-write", 4, "availability reads per hold")
 	return cmd
 }
+
+func originFollowCmd() *cobra.Command {
+	var o scenario.OriginFollow
+	return scenarioCmd("origin-follow", "a hotel homed in --home booked from --guests: holds before and after `router shards balance --by-origin` (run against `make up WAN=1`)",
+		20, 0, 32, true, report.SLO{MaxErrorRate: f64(0.01)},
+		func(cmd *cobra.Command) {
+			cmd.Flags().StringVar(&o.Home, "home", "us-east", "where the hotels are homed at the start")
+			cmd.Flags().StringVar(&o.Guests, "guests", "eu-west", "where the abroad hotel's guests book from")
+			cmd.Flags().DurationVar(&o.Phase, "phase", 30*time.Second, "load before and again after the balancer")
+			cmd.Flags().StringVar(&o.Balance, "balance", ".local/bin/router shards balance --by-origin --window 5m --min-writes 20 --cooldown 0s",
+				"the balancer's command line (it reads BERTH_DATABASE_URL and BERTH_REDIS_URL from the environment)")
+		},
+		func(cmd *cobra.Command, e *scenario.Env, l scenario.Load) (*report.Report, error) {
+			o.Load = l
+			return e.RunOriginFollow(cmd.Context(), o)
+		})
+}

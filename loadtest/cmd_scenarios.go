@@ -13,7 +13,7 @@ func newRoot() *cobra.Command {
 		Long: "Open-loop load against a running Berth platform (default: the routers in .local/env), with an\n" +
 			"invariant audit of the database at the end of every run, JSON and HTML reports, and SLOs."}
 	root.AddCommand(flashSaleCmd(), hotelMixCmd(), baselineCmd(), regionMoveCmd(), soakCmd(), clinicOpeningCmd(),
-		compareCmd(), seedCmd(), strategiesCmd(), txcostCmd(), geoCmd())
+		compareCmd(), seedCmd(), strategiesCmd(), txcostCmd(), geoCmd(), originFollowCmd())
 	return root
 }
 
