@@ -13,8 +13,8 @@ import (
 	// (and never skips) on a machine without /usr/share/zoneinfo.
 	_ "time/tzdata"
 
-	"github.com/berthhq/berth/internal/berth"
 	"github.com/berthhq/berth/internal/auth"
+	"github.com/berthhq/berth/internal/berth"
 	"github.com/berthhq/berth/internal/bookingtest"
 	"github.com/berthhq/berth/internal/httpapi"
 	"github.com/berthhq/berth/internal/postgres"

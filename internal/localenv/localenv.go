@@ -106,8 +106,9 @@ func validName(s string) bool {
 	return true
 }
 
-// unquote undoes the shell quoting of one word: single quotes (with '\''
-// for a quote inside), double quotes (with \" and \\), or a bare word.
+// unquote undoes the shell quoting of one word: single quotes (a quote
+// inside is written quote, backslash, quote, quote), double quotes (with \"
+// and \\), or a bare word.
 func unquote(s string) (string, error) {
 	var b strings.Builder
 	for len(s) > 0 {

@@ -37,7 +37,7 @@ func (m *metrics) observe(class string, status int, d time.Duration) {
 	m.mu.Unlock()
 }
 
-func (m *metrics) write(w http.ResponseWriter, dir placement.Stats) {
+func (m *metrics) write(w http.ResponseWriter, dir placement.Stats, writes WriteCounter) {
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 	m.mu.Lock()
 	keys := make([][2]string, 0, len(m.requests))
@@ -73,5 +73,10 @@ func (m *metrics) write(w http.ResponseWriter, dir placement.Stats) {
 	counter("berth_router_upstream_errors_total", "Requests answered 503 because a service was unreachable.", m.upstreamErrors.Load())
 	counter("berth_router_directory_refreshes_total", "Single-partition look-ups in the database.", dir.Refreshes)
 	counter("berth_router_directory_reloads_total", "Full directory reloads.", dir.Reloads)
+	if writes != nil {
+		ok, failed := writes.Stats()
+		fmt.Fprintf(w, "# HELP berth_router_origin_flushes_total Saves of the write tallies by origin to Redis, by result.\n# TYPE berth_router_origin_flushes_total counter\n")
+		fmt.Fprintf(w, "berth_router_origin_flushes_total{result=\"ok\"} %d\nberth_router_origin_flushes_total{result=\"failed\"} %d\n", ok, failed)
+	}
 	fmt.Fprintf(w, "# HELP berth_router_directory_entries Partitions in the directory cache.\n# TYPE berth_router_directory_entries gauge\nberth_router_directory_entries %d\n", dir.Entries)
 }

@@ -63,9 +63,11 @@ type Config struct {
 }
 
 // WriteCounter tallies the writes entering through this router, by
-// partition. Count must not block (internal/origins counts in memory).
+// partition. Count must not block (internal/origins counts in memory);
+// Stats reports how many times the tallies were saved and failed to be.
 type WriteCounter interface {
 	Count(kind berth.Kind, id string)
+	Stats() (flushed, failed uint64)
 }
 
 // NewTransport returns the upstream transport: keep-alive with many idle
@@ -204,7 +206,7 @@ func (rt *Router) serve(w *statusWriter, r *http.Request) string {
 		rt.readyz(w, r)
 		return "own"
 	case "/metrics":
-		rt.metrics.write(w, rt.cfg.Directory.Stats())
+		rt.metrics.write(w, rt.cfg.Directory.Stats(), rt.cfg.Writes)
 		return "own"
 	}
 	// Hostile bytes stop at the platform's edge, with the booking service's

@@ -261,6 +261,8 @@ type countWrites struct {
 	n  map[string]int
 }
 
+func (c *countWrites) Stats() (uint64, uint64) { return 7, 1 }
+
 func (c *countWrites) Count(kind berth.Kind, id string) {
 	c.mu.Lock()
 	c.n[string(kind)+"/"+id]++
@@ -290,6 +292,9 @@ func TestRouterCountsWritesByOrigin(t *testing.T) {
 		IdemKey: bookingtest.NewKey(), Body: holdBody("g1", h, bookingtest.Date(1), bookingtest.Date(2), 1)})
 	p.routers["us-east"].Do(bookingtest.Request{Method: "POST", Path: "/v1/hotels/" + h.ID + "/reservations", Token: p.guest("g1"),
 		IdemKey: bookingtest.NewKey(), Body: holdBody("g1", h, bookingtest.Date(1), bookingtest.Date(2), 1)})
+	if m := rt.Do(bookingtest.Request{Method: "GET", Path: "/metrics"}); !strings.Contains(string(m.Body), `berth_router_origin_flushes_total{result="failed"} 1`) {
+		t.Errorf("metrics lack the tallies' flushes:\n%s", m.Body)
+	}
 	counted.mu.Lock()
 	defer counted.mu.Unlock()
 	if len(counted.n) != 1 || counted.n["hotel/"+h.ID] != 2 {
