@@ -29,9 +29,6 @@ type Principal struct {
 	Partitions []string // staff only: the partition ids they may act for
 }
 
-// IsAdmin reports whether p has the admin role.
-func (p Principal) IsAdmin() bool { return p.Role == RoleAdmin }
-
 // StaffOf reports whether p is staff of the given partition.
 func (p Principal) StaffOf(partitionID string) bool {
 	return p.Role == RoleStaff && slices.Contains(p.Partitions, partitionID)

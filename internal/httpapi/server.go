@@ -76,9 +76,6 @@ func New(cfg Config) *Server {
 	return s
 }
 
-// Mux exposes the route table so other route sets can join it.
-func (s *Server) Mux() *http.ServeMux { return s.mux }
-
 func (s *Server) routes() {
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		WriteJSON(w, http.StatusOK, map[string]string{"status": "ok", "region": s.cfg.Region})

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/berthhq/berth/internal/events"
@@ -45,11 +44,10 @@ type RelayConfig struct {
 
 // Relay publishes the outbox of one region to JetStream.
 type Relay struct {
-	js        jetstream.JetStream
-	out       Outbox
-	cfg       RelayConfig
-	tracer    trace.Tracer
-	published atomic.Int64
+	js     jetstream.JetStream
+	out    Outbox
+	cfg    RelayConfig
+	tracer trace.Tracer
 }
 
 // NewRelay returns a relay; call Run.
@@ -78,9 +76,6 @@ func NewRelay(js jetstream.JetStream, out Outbox, cfg RelayConfig) *Relay {
 	return &Relay{js: js, out: out, cfg: cfg, tracer: tracer(cfg.TracerProvider)}
 }
 
-// Published reports how many events the relay got acknowledged and marked.
-func (r *Relay) Published() int64 { return r.published.Load() }
-
 // Run relays until ctx ends. A batch in flight when ctx ends is finished
 // (published and marked, or rolled back) before Run returns.
 func (r *Relay) Run(ctx context.Context) {
@@ -102,7 +97,6 @@ func (r *Relay) Run(ctx context.Context) {
 		round, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.AckTimeout+30*time.Second)
 		n, err := r.out.RelayOutbox(round, r.cfg.Batch, r.publish)
 		cancel()
-		r.published.Add(int64(n))
 		switch {
 		case err != nil:
 			d := bo.next()

@@ -43,15 +43,13 @@ type Notifier struct {
 	// after failed attempt n (capped exponential from 2s).
 	MaxAttempts int
 	Retry       func(n int) time.Duration
-	now         func() time.Time
 }
 
 // New returns a notifier sending through senders (channel → sender; a
 // channel without a sender is not used).
 func New(queue Queue, senders map[string]Sender, log *slog.Logger) *Notifier {
 	return &Notifier{queue: queue, senders: senders, log: log, MaxAttempts: 6,
-		Retry: func(n int) time.Duration { return min(2*time.Second<<min(n-1, 12), 30*time.Minute) },
-		now:   time.Now}
+		Retry: func(n int) time.Duration { return min(2*time.Second<<min(n-1, 12), 30*time.Minute) }}
 }
 
 // messagesFor composes the messages of an item on every channel it has a

@@ -23,10 +23,12 @@ type MigrationResult struct {
 
 // Migrate applies the portable migrations and, on CockroachDB, the overlay.
 //
-// No advisory lock guards it (advisory locks are no-ops on CockroachDB):
-// goose's version table has a unique version column, so two migrators
-// racing on one step make one of them fail loudly rather than apply a step
-// twice; run migrations from one place (the migration Job) anyway.
+// Nothing guards against two migrators at once: advisory locks are no-ops
+// on CockroachDB, so no session locker is configured, and goose's version
+// table (goose_db_version) has no unique constraint on the version, so two
+// racing migrators could both run a step and both record it. Run migrations
+// from one place only: the migration Job (deploy/k8s, `booking migrate`),
+// before the services start.
 func Migrate(ctx context.Context, db *DB) (MigrationResult, error) {
 	res := MigrationResult{Engine: db.Engine}
 	sqlDB := stdlib.OpenDBFromPool(db.pool)

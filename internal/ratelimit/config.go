@@ -7,7 +7,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // The scopes a rule may name. Each request is checked against every scope
@@ -38,11 +37,6 @@ const EnvVar = "BERTH_RATE_LIMITS"
 type Limit struct {
 	Rate  float64 // requests per second, > 0
 	Burst int     // ≥ 1
-}
-
-// Interval is the time between two requests at the sustained rate.
-func (l Limit) Interval() time.Duration {
-	return time.Duration(float64(time.Second) / l.Rate)
 }
 
 func (l Limit) String() string {

@@ -19,7 +19,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
 	"strconv"
@@ -200,19 +199,4 @@ func (l *Limiter) Allow(ctx context.Context, checks ...Check) Decision {
 // Stats returns the counters.
 func (l *Limiter) Stats() Stats {
 	return Stats{Allowed: l.allowed.Load(), Denied: l.denied.Load(), FailOpen: l.failOpen.Load()}
-}
-
-// WriteMetrics writes the counters in Prometheus text format.
-func (l *Limiter) WriteMetrics(w io.Writer) {
-	s := l.Stats()
-	for _, m := range []struct {
-		name, help string
-		v          uint64
-	}{
-		{"berth_ratelimit_allowed_total", "Requests the rate limiter allowed after asking Redis.", s.Allowed},
-		{"berth_ratelimit_denied_total", "Requests answered 429 rate_limited.", s.Denied},
-		{"berth_ratelimit_fail_open_total", "Requests allowed because Redis could not be asked.", s.FailOpen},
-	} {
-		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s counter\n%s %d\n", m.name, m.help, m.name, m.name, m.v)
-	}
 }
