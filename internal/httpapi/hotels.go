@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"errors"
 	"net/http"
 	"strings"
 	"time"
@@ -248,12 +249,11 @@ func (s *Server) parseStay(f *Fields, checkIn, checkOut string) reservation.Stay
 	}
 	stay := reservation.Stay{CheckIn: in, CheckOut: out}
 	if errIn == nil && errOut == nil {
-		if err := stay.Validate(reservation.DateOf(s.cfg.Now().UTC())); err != nil {
-			field := "check_out"
-			if strings.Contains(err.Error(), "check_in") && !strings.Contains(err.Error(), "after") {
-				field = "check_in"
-			}
-			f.Add(field, err.Error())
+		var se *reservation.StayError
+		if err := stay.Validate(reservation.DateOf(s.cfg.Now().UTC())); errors.As(err, &se) {
+			f.Add(se.Field, se.Message)
+		} else if err != nil {
+			f.Add("check_out", err.Error())
 		}
 	}
 	return stay

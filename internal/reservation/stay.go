@@ -82,18 +82,27 @@ func (s Stay) Dates() []Date {
 	return out
 }
 
+// StayError says which date of a stay is wrong and why; Field is
+// "check_in" or "check_out", as the API names them.
+type StayError struct {
+	Field   string
+	Message string
+}
+
+func (e *StayError) Error() string { return e.Message }
+
 // Validate checks a stay requested on the given day (today in UTC; a day of
-// slack allows for hotels west of UTC).
+// slack allows for hotels west of UTC). A failure is a *StayError.
 func (s Stay) Validate(today Date) error {
 	switch {
 	case !s.CheckIn.Before(s.CheckOut):
-		return fmt.Errorf("check_out must be after check_in")
+		return &StayError{"check_out", "check_out must be after check_in"}
 	case s.Nights() > MaxStayNights:
-		return fmt.Errorf("a stay may cover at most %d nights", MaxStayNights)
+		return &StayError{"check_out", fmt.Sprintf("a stay may cover at most %d nights", MaxStayNights)}
 	case s.CheckIn.Before(today.AddDays(-1)):
-		return fmt.Errorf("check_in is in the past")
+		return &StayError{"check_in", "check_in is in the past"}
 	case today.AddDays(SaleWindowDays).Before(s.CheckOut):
-		return fmt.Errorf("check_out is beyond the %d-day sale window", SaleWindowDays)
+		return &StayError{"check_out", fmt.Sprintf("check_out is beyond the %d-day sale window", SaleWindowDays)}
 	}
 	return nil
 }

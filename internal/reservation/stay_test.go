@@ -1,6 +1,7 @@
 package reservation
 
 import (
+	"errors"
 	"testing"
 )
 
@@ -64,22 +65,26 @@ func TestStayValidate(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		in, out string
-		ok      bool
+		field   string // "" when the stay is valid
 	}{
-		{"one night", "2027-01-10", "2027-01-11", true},
-		{"yesterday allowed for western zones", "2027-01-09", "2027-01-11", true},
-		{"past", "2027-01-08", "2027-01-11", false},
-		{"zero nights", "2027-01-12", "2027-01-12", false},
-		{"reversed", "2027-01-13", "2027-01-12", false},
-		{"too long", "2027-02-01", "2027-03-05", false},
-		{"max length", "2027-02-01", "2027-03-03", true},
-		{"beyond sale window", "2028-01-20", "2028-01-22", false},
+		{"one night", "2027-01-10", "2027-01-11", ""},
+		{"yesterday allowed for western zones", "2027-01-09", "2027-01-11", ""},
+		{"past", "2027-01-08", "2027-01-11", "check_in"},
+		{"zero nights", "2027-01-12", "2027-01-12", "check_out"},
+		{"reversed", "2027-01-13", "2027-01-12", "check_out"},
+		{"too long", "2027-02-01", "2027-03-05", "check_out"},
+		{"max length", "2027-02-01", "2027-03-03", ""},
+		{"beyond sale window", "2028-01-20", "2028-01-22", "check_out"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			err := Stay{mustDate(t, tc.in), mustDate(t, tc.out)}.Validate(today)
-			if (err == nil) != tc.ok {
-				t.Fatalf("Validate = %v, want ok=%v", err, tc.ok)
+			var se *StayError
+			switch {
+			case tc.field == "" && err != nil:
+				t.Fatalf("Validate = %v, want ok", err)
+			case tc.field != "" && (!errors.As(err, &se) || se.Field != tc.field):
+				t.Fatalf("Validate = %#v, want a StayError on %s", err, tc.field)
 			}
 		})
 	}
