@@ -77,7 +77,7 @@ BERTH_CACHE_TIMEOUT.`,
 func (c *warmConfig) validate() error {
 	var errs []string
 	if !berth.ValidRegion(c.Region) {
-		errs = append(errs, fmt.Sprintf("BERTH_REGION (--region) = %q: want one of %v", c.Region, berth.Regions))
+		errs = append(errs, fmt.Sprintf("BERTH_REGION (--region) = %q: want one of %v", c.Region, berth.Regions()))
 	}
 	if c.DatabaseURL == "" {
 		errs = append(errs, "BERTH_DATABASE_URL: required")

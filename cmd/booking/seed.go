@@ -93,7 +93,7 @@ func seedURLs() (map[string]string, error) {
 		return nil, err
 	}
 	out := map[string]string{}
-	for _, r := range berth.Regions {
+	for _, r := range berth.Regions() {
 		for _, u := range []string{routers[r], bookings[r]} {
 			if u != "" && reachable(u) {
 				out[r] = strings.TrimRight(u, "/")

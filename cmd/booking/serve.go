@@ -78,7 +78,7 @@ func loadServeConfig(cmd *cobra.Command) (serveConfig, error) {
 		}
 	}
 	if !berth.ValidRegion(c.Region) {
-		errs.Add("BERTH_REGION (--region) = %q: want one of %v", c.Region, berth.Regions)
+		errs.Add("BERTH_REGION (--region) = %q: want one of %v", c.Region, berth.Regions())
 	}
 	if c.DatabaseURL == "" {
 		errs.Add("BERTH_DATABASE_URL: required")

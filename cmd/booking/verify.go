@@ -42,7 +42,7 @@ Safe to run against production while traffic flows: it only reads.`,
 				return usageError{fmt.Errorf("--output %q: want text or json", output)}
 			}
 			if opts.Region != "" && !berth.ValidRegion(opts.Region) {
-				return usageError{fmt.Errorf("--region %q: want one of %v", opts.Region, berth.Regions)}
+				return usageError{fmt.Errorf("--region %q: want one of %v", opts.Region, berth.Regions())}
 			}
 			url := config.Env("BERTH_DATABASE_URL", "")
 			if url == "" {

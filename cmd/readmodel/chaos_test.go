@@ -57,7 +57,7 @@ func TestChaos(t *testing.T) {
 	s.startReadModel(rmConfig)
 
 	hotels := map[string]bookingtest.Hotel{}
-	for _, r := range berth.Regions {
+	for _, r := range berth.Regions() {
 		hotels[r] = s.regions[r].SeedHotel(r, 500, 0, bookingTestFrom, bookingTestTo)
 	}
 	// The burst: each region books, confirms and sometimes cancels while
@@ -67,7 +67,7 @@ func TestChaos(t *testing.T) {
 		stop atomic.Bool
 		made atomic.Int64
 	)
-	for _, r := range berth.Regions {
+	for _, r := range berth.Regions() {
 		for w := range 4 {
 			wg.Go(func() {
 				for i := 0; !stop.Load() && i < 400; i++ {

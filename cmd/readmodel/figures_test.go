@@ -34,7 +34,7 @@ func TestEventFigures(t *testing.T) {
 	seconds := envInt("BERTH_FIGURES_SECONDS", 2)
 	s := newStack(t)
 	hotels := map[string][]bookingtest.Hotel{}
-	for _, r := range berth.Regions {
+	for _, r := range berth.Regions() {
 		for range 16 {
 			hotels[r] = append(hotels[r], s.regions[r].SeedHotel(r, 1000, 0, bookingTestFrom, bookingTestTo))
 		}
@@ -46,7 +46,7 @@ func TestEventFigures(t *testing.T) {
 	var unsent int
 	_ = dbtest.SQL(s.db).QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE sent_at IS NULL`).Scan(&unsent)
 	start := time.Now()
-	for _, r := range berth.Regions {
+	for _, r := range berth.Regions() {
 		s.startRelay(r, nil)
 	}
 	eventually(t, 5*time.Minute, "backlog relayed", func() bool {
@@ -111,7 +111,7 @@ func book(t *testing.T, s *stack, hotels map[string][]bookingtest.Hotel, n, rate
 	for range 48 {
 		wg.Go(func() {
 			for i := range next {
-				r := berth.Regions[i%3]
+				r := berth.Regions()[i%3]
 				hs := hotels[r]
 				hold(t, s.regions[r], hs[(i/3)%len(hs)], "fig-guest-"+string(rune('a'+i%26)), 1+(i/12)%50)
 				made.Add(1)

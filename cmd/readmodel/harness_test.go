@@ -53,7 +53,7 @@ func newStackTTL(t *testing.T, holdTTL time.Duration) *stack {
 	db, url := dbtest.New(t, postgres.Options{MaxConns: 64})
 	s := &stack{t: t, db: db, dbURL: url, nats: natstest.Start(t), regions: map[string]*bookingtest.Env{},
 		relays: map[string]*relayRun{}, quiet: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	for _, r := range berth.Regions {
+	for _, r := range berth.Regions() {
 		s.regions[r] = bookingtest.StartOn(t, db, url, bookingtest.Options{Region: r, HoldTTL: holdTTL})
 	}
 	t.Cleanup(func() {

@@ -18,7 +18,7 @@ import (
 // services on one database, a relay per region, one NATS, the read model.
 func TestGuestSeesBookingsOfThreeRegions(t *testing.T) {
 	s := newStack(t)
-	for _, r := range berth.Regions {
+	for _, r := range berth.Regions() {
 		s.startRelay(r, nil)
 	}
 	s.startReadModel(nil)
@@ -27,7 +27,7 @@ func TestGuestSeesBookingsOfThreeRegions(t *testing.T) {
 	guest := "guest-" + strings.Repeat("x", 4) + time.Now().Format("150405.000000")
 	want := map[string]string{} // reservation id → status
 	var bookings []booking
-	for i, r := range berth.Regions {
+	for i, r := range berth.Regions() {
 		env := s.regions[r]
 		h := env.SeedHotel(r, 5, 0, bookingTestFrom, bookingTestTo)
 		for j := range 2 {

@@ -76,7 +76,7 @@ func loadServeConfig(cmd *cobra.Command) (serveConfig, error) {
 		errs.Check(err)
 	}
 	if !berth.ValidRegion(c.Region) {
-		errs.Add("BERTH_REGION (--region) = %q: want one of %v", c.Region, berth.Regions)
+		errs.Add("BERTH_REGION (--region) = %q: want one of %v", c.Region, berth.Regions())
 	} else if c.BookingURLs[c.Region] == "" {
 		errs.Add("BERTH_BOOKING_URLS (--booking-urls): want region=url for every region, at least %s", c.Region)
 	}

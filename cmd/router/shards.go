@@ -110,7 +110,7 @@ func runList(ctx context.Context, cfg shardsConfig, showPartitions bool, out io.
 	}
 	defer closeDB()
 	var res listOutput
-	if res.Regions, err = store.RegionStats(ctx, berth.Regions); err != nil {
+	if res.Regions, err = store.RegionStats(ctx, berth.Regions()); err != nil {
 		return fmt.Errorf("list: %w", err)
 	}
 	if showPartitions {
@@ -164,7 +164,7 @@ func newMoveCmd() *cobra.Command {
 				errs.Add("--id: required")
 			}
 			if !berth.ValidRegion(to) {
-				errs.Add("--to %q: want one of %v", to, berth.Regions)
+				errs.Add("--to %q: want one of %v", to, berth.Regions())
 			}
 			if err := errs.Err(); err != nil {
 				return usageError{err}
@@ -331,10 +331,10 @@ killed pod, a failed move) run the same command again and it finishes the job.`,
 func runDrain(ctx context.Context, cfg shardsConfig, o drainOptions, out io.Writer) error {
 	var errs config.Errors
 	if !berth.ValidRegion(o.Region) {
-		errs.Add("--region %q: want one of %v", o.Region, berth.Regions)
+		errs.Add("--region %q: want one of %v", o.Region, berth.Regions())
 	}
 	if len(o.To) == 0 {
-		for _, r := range berth.Regions {
+		for _, r := range berth.Regions() {
 			if r != o.Region {
 				o.To = append(o.To, r)
 			}
@@ -342,7 +342,7 @@ func runDrain(ctx context.Context, cfg shardsConfig, o drainOptions, out io.Writ
 	}
 	for _, r := range o.To {
 		if !berth.ValidRegion(r) {
-			errs.Add("--to %q: want regions of %v", r, berth.Regions)
+			errs.Add("--to %q: want regions of %v", r, berth.Regions())
 		}
 		if r == o.Region {
 			errs.Add("--to may not name the drained region %s", r)
@@ -499,12 +499,12 @@ func runBalance(ctx context.Context, cfg shardsConfig, o balanceOptions, out io.
 	if err != nil {
 		return fmt.Errorf("balance: %w", err)
 	}
-	plan := placement.BalancePlan(items, berth.Regions)
+	plan := placement.BalancePlan(items, berth.Regions())
 	text := cfg.Output == "text"
 	if text {
-		before := placement.Totals(items, berth.Regions)
+		before := placement.Totals(items, berth.Regions())
 		fmt.Fprintf(out, "balance by %s: %d moves\n", o.By, len(plan))
-		for _, r := range berth.Regions {
+		for _, r := range berth.Regions() {
 			fmt.Fprintf(out, "  %-9s %d\n", r, before[r])
 		}
 		if len(plan) > 0 {

@@ -65,8 +65,12 @@ const (
 // Valid reports whether k is a known kind.
 func (k Kind) Valid() bool { return k == KindHotel || k == KindClinic }
 
-// Regions are the regions Berth runs in, in their canonical order.
-var Regions = []string{"us-east", "eu-west", "ap-south"}
+// regions are the regions Berth runs in, in their canonical order.
+var regions = []string{"us-east", "eu-west", "ap-south"}
+
+// Regions returns the regions Berth runs in, in their canonical order. It
+// is a fresh slice each time: no caller can change the list for the others.
+func Regions() []string { return slices.Clone(regions) }
 
 // ValidRegion reports whether r is one of Regions.
-func ValidRegion(r string) bool { return slices.Contains(Regions, r) }
+func ValidRegion(r string) bool { return slices.Contains(regions, r) }

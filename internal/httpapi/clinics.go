@@ -80,7 +80,7 @@ func (s *Server) createClinic(w http.ResponseWriter, r *http.Request) error {
 		f.Add("timezone", "unknown IANA time zone")
 	}
 	if !berth.ValidRegion(c.HomeRegion) {
-		f.Add("home_region", "want one of "+strings.Join(berth.Regions, ", "))
+		f.Add("home_region", "want one of "+strings.Join(berth.Regions(), ", "))
 	}
 	if err := f.Err(); err != nil {
 		return err

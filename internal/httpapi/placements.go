@@ -36,7 +36,7 @@ func (s *Server) listPlacements(w http.ResponseWriter, r *http.Request) error {
 		f.Add("kind", "want hotel or clinic")
 	}
 	if region != "" && !berth.ValidRegion(region) {
-		f.Add("region", "want one of "+strings.Join(berth.Regions, ", "))
+		f.Add("region", "want one of "+strings.Join(berth.Regions(), ", "))
 	}
 	if err := f.Err(); err != nil {
 		return err
@@ -74,7 +74,7 @@ func (s *Server) movePlacement(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if !berth.ValidRegion(req.ToRegion) {
-		return berth.Invalid(berth.FieldError{Field: "to_region", Message: "want one of " + strings.Join(berth.Regions, ", ")})
+		return berth.Invalid(berth.FieldError{Field: "to_region", Message: "want one of " + strings.Join(berth.Regions(), ", ")})
 	}
 	res, err := s.cfg.Placements.MovePlacement(r.Context(), kind, id, req.ToRegion)
 	if err != nil {

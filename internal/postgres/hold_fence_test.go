@@ -71,7 +71,7 @@ func TestStaleRegionCannotWriteAMovedHotel(t *testing.T) {
 		}
 	}
 	stores := map[string]*postgres.Store{}
-	for _, region := range berth.Regions {
+	for _, region := range berth.Regions() {
 		stores[region] = postgres.NewStore(env.DB, region, 10*time.Minute)
 	}
 	first, _ := reservation.ParseDate(bookingtest.Date(1))
@@ -94,7 +94,7 @@ func TestStaleRegionCannotWriteAMovedHotel(t *testing.T) {
 					return
 				default:
 				}
-				region := berth.Regions[rng.IntN(len(berth.Regions))]
+				region := berth.Regions()[rng.IntN(len(berth.Regions()))]
 				rt := h.RoomTypeID
 				if rng.IntN(4) == 0 {
 					rt = full
@@ -133,7 +133,7 @@ func TestStaleRegionCannotWriteAMovedHotel(t *testing.T) {
 	moves := 0
 	for i := range 30 {
 		time.Sleep(time.Duration(20+rand.IntN(40)) * time.Millisecond)
-		to := berth.Regions[(i+1)%len(berth.Regions)]
+		to := berth.Regions()[(i+1)%len(berth.Regions())]
 		if _, err := placements.MovePlacement(ctx, berth.KindHotel, h.ID, to); err != nil {
 			t.Errorf("move %d to %s: %v", i, to, err)
 			continue

@@ -168,7 +168,7 @@ func (p *Placements) MovePlacement(ctx context.Context, kind berth.Kind, partiti
 		return placement.MoveResult{}, berth.Invalid(berth.FieldError{Field: "kind", Message: "want hotel or clinic"})
 	}
 	if !berth.ValidRegion(to) {
-		return placement.MoveResult{}, berth.Invalid(berth.FieldError{Field: "to_region", Message: fmt.Sprintf("want one of %v", berth.Regions)})
+		return placement.MoveResult{}, berth.Invalid(berth.FieldError{Field: "to_region", Message: fmt.Sprintf("want one of %v", berth.Regions())})
 	}
 	if _, err := uuid.Parse(partitionID); err != nil {
 		return placement.MoveResult{}, berth.Errorf(berth.CodeNotFound, "%s %s not found", kind, partitionID)

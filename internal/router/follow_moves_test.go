@@ -44,8 +44,8 @@ func (m *moveAhead) RoundTrip(r *http.Request) (*http.Response, error) {
 		m.mu.Unlock()
 		if m.always.Load() || m.remaining.Add(-1) >= 0 {
 			target := m.p.regionOf(r.URL.Host)
-			to := berth.Regions[0]
-			for _, region := range berth.Regions {
+			to := berth.Regions()[0]
+			for _, region := range berth.Regions() {
 				if region != target {
 					to = region
 					break

@@ -46,7 +46,7 @@ func startPlatform(t testing.TB, o platformOptions) *platform {
 	p := &platform{t: t, bookings: map[string]*bookingtest.Env{}, routers: map[string]*bookingtest.Env{},
 		dirs: map[string]*placement.Directory{}, db: db}
 	urls := map[string]string{}
-	for _, region := range berth.Regions {
+	for _, region := range berth.Regions() {
 		env := bookingtest.StartOn(t, db, url, bookingtest.Options{Region: region, Configure: func(c *httpapi.Config, s *postgres.Store) {
 			c.Placements = postgres.NewPlacements(s.DB())
 			if o.cache != nil {
@@ -57,7 +57,7 @@ func startPlatform(t testing.TB, o platformOptions) *platform {
 		urls[region] = env.URL
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	for _, region := range berth.Regions {
+	for _, region := range berth.Regions() {
 		dir := placement.NewDirectory(postgres.NewPlacements(db), quiet)
 		if err := dir.Load(context.Background()); err != nil {
 			t.Fatal(err)
@@ -117,10 +117,10 @@ func (p *platform) metric(region, name string) int {
 }
 
 func (p *platform) guest(sub string) string {
-	return p.bookings[berth.Regions[0]].Token(sub, berth.RoleGuest)
+	return p.bookings[berth.Regions()[0]].Token(sub, berth.RoleGuest)
 }
 
-func (p *platform) ops() string { return p.bookings[berth.Regions[0]].Token("ops", berth.RoleOps) }
+func (p *platform) ops() string { return p.bookings[berth.Regions()[0]].Token("ops", berth.RoleOps) }
 
 func holdBody(guest string, h bookingtest.Hotel, in, out string, qty int) map[string]any {
 	return map[string]any{"guest_id": guest, "room_type_id": h.RoomTypeID, "check_in": in, "check_out": out, "quantity": qty}

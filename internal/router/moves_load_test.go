@@ -69,7 +69,7 @@ func TestMovesUnderLoad(t *testing.T) {
 
 	var wg sync.WaitGroup
 	for w := range 6 {
-		via := berth.Regions[w%3]
+		via := berth.Regions()[w%3]
 		guest := fmt.Sprintf("load-guest-%d", w)
 		token := p.guest(guest)
 		rng := rand.New(rand.NewPCG(uint64(w), 42))
@@ -130,8 +130,8 @@ func TestMovesUnderLoad(t *testing.T) {
 	defer every.Stop()
 	for i := 1; time.Now().Add(2 * time.Second).Before(deadline); i++ {
 		<-every.C
-		to := berth.Regions[i%3]
-		r, err := p.routers[berth.Regions[(i+1)%3]].Try(ctx, bookingtest.Request{Method: "POST",
+		to := berth.Regions()[i%3]
+		r, err := p.routers[berth.Regions()[(i+1)%3]].Try(ctx, bookingtest.Request{Method: "POST",
 			Path: "/v1/placements/hotel/" + h.ID + "/move", Token: p.ops(), Body: map[string]any{"to_region": to}})
 		if err != nil || r.Status != http.StatusOK {
 			moveFailures = append(moveFailures, fmt.Sprintf("move to %s: %v %d %s", to, err, r.Status, r.Body))
@@ -281,7 +281,7 @@ func TestBackAndForthMovesDuringHolds(t *testing.T) {
 
 	var wg sync.WaitGroup
 	for w := range workers {
-		via := berth.Regions[w%3]
+		via := berth.Regions()[w%3]
 		guest := fmt.Sprintf("flip-guest-%d", w)
 		token := p.guest(guest)
 		rng := rand.New(rand.NewPCG(uint64(w), 16))

@@ -27,9 +27,9 @@ func TestWriteThroughAnyRouterCommitsAtHome(t *testing.T) {
 	t.Parallel()
 	p := startPlatform(t, platformOptions{})
 	ctx := context.Background()
-	for _, home := range berth.Regions {
+	for _, home := range berth.Regions() {
 		h := p.seedHotel(home, 10, bookingtest.Date(1), bookingtest.Date(4))
-		for _, via := range berth.Regions {
+		for _, via := range berth.Regions() {
 			r := p.routers[via].Do(bookingtest.Request{Method: "POST", Path: "/v1/hotels/" + h.ID + "/reservations",
 				Token: p.guest("g-" + via), IdemKey: bookingtest.NewKey(), Body: holdBody("g-"+via, h, bookingtest.Date(1), bookingtest.Date(3), 1)})
 			if r.Status != http.StatusCreated {

@@ -61,7 +61,7 @@ func load(basePort int) (settings, []wan.Link, error) {
 	if s.bookings, err = config.RegionURLs("BERTH_BOOKING_URLS", config.Env("BERTH_BOOKING_URLS", "")); err != nil {
 		return s, nil, usageError{err}
 	}
-	links, err := wan.Plan(berth.Regions, s.bookings, s.readModel, basePort)
+	links, err := wan.Plan(berth.Regions(), s.bookings, s.readModel, basePort)
 	if err != nil {
 		return s, nil, usageError{err}
 	}
@@ -91,7 +91,7 @@ BERTH_READMODEL_URL (source .local/env). Exit codes: 0 ok, 1 failure, 2 usage.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			region, _ := cmd.Flags().GetString("region")
 			if !berth.ValidRegion(region) {
-				return usageError{fmt.Errorf("--region %q: want one of %v", region, berth.Regions)}
+				return usageError{fmt.Errorf("--region %q: want one of %v", region, berth.Regions())}
 			}
 			s, links, err := load(basePort)
 			if err != nil {
@@ -99,7 +99,7 @@ BERTH_READMODEL_URL (source .local/env). Exit codes: 0 ok, 1 failure, 2 usage.`,
 			}
 			urls, rm := wan.RouterURLs(links, region, s.bookings, s.readModel)
 			var parts []string
-			for _, r := range berth.Regions {
+			for _, r := range berth.Regions() {
 				parts = append(parts, r+"="+urls[r])
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "BERTH_BOOKING_URLS=%s\n", strings.Join(parts, ","))
