@@ -10,6 +10,7 @@ import (
 
 	"github.com/berthhq/berth/internal/appointment"
 	"github.com/berthhq/berth/internal/berth"
+	"github.com/berthhq/berth/internal/cli"
 	"github.com/berthhq/berth/internal/config"
 	"github.com/berthhq/berth/internal/httpapi"
 	"github.com/berthhq/berth/internal/postgres"
@@ -60,7 +61,7 @@ BERTH_CACHE_TIMEOUT.`,
 			}
 			c.DatabaseURL = config.Env("BERTH_DATABASE_URL", "")
 			if err := c.validate(); err != nil {
-				return usageError{err}
+				return cli.Usage(err)
 			}
 			return warm(cmd.Context(), c, cmd.OutOrStdout())
 		},
@@ -124,7 +125,7 @@ func warm(ctx context.Context, c warmConfig, stdout io.Writer) error {
 	defer db.Close()
 	cache, err := rediscache.New(c.Cache.RedisURL, rediscache.Options{Region: c.Region, TTL: c.TTL, Timeout: c.Cache.Timeout})
 	if err != nil {
-		return usageError{fmt.Errorf("BERTH_REDIS_URL: %w", err)}
+		return cli.Usage(fmt.Errorf("BERTH_REDIS_URL: %w", err))
 	}
 	defer cache.Close()
 	if err := cache.Ping(ctx); err != nil {

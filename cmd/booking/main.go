@@ -5,12 +5,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 
+	"github.com/berthhq/berth/internal/cli"
 	"github.com/spf13/cobra"
 )
 
@@ -20,24 +20,9 @@ func main() {
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "booking:", err)
-		os.Exit(exitCode(err))
+		os.Exit(cli.ExitCode(err))
 	}
 }
-
-// exitCode: 2 for usage and configuration errors, 1 for everything else.
-func exitCode(err error) int {
-	var u usageError
-	if errors.As(err, &u) {
-		return 2
-	}
-	return 1
-}
-
-// usageError marks bad flags, arguments or configuration: exit code 2, also
-// when it arrives wrapped.
-type usageError struct{ error }
-
-func (e usageError) Unwrap() error { return e.error }
 
 func newRootCmd() *cobra.Command {
 	root := &cobra.Command{
@@ -47,7 +32,7 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cli.Usage(err) })
 	root.AddCommand(newServeCmd(), newMigrateCmd(), newTokenCmd(), newSeedDemoCmd(), newVerifyCmd(), newCacheCmd())
 	return root
 }

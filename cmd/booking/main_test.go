@@ -17,6 +17,7 @@ import (
 	"github.com/berthhq/berth/internal/auth"
 	"github.com/berthhq/berth/internal/berth"
 	"github.com/berthhq/berth/internal/bookingtest"
+	"github.com/berthhq/berth/internal/cli"
 	"github.com/berthhq/berth/internal/dbtest"
 	"github.com/berthhq/berth/internal/postgres"
 	"github.com/berthhq/berth/internal/telemetry"
@@ -466,8 +467,8 @@ func TestConfigNamesTheVariable(t *testing.T) {
 	if err == nil {
 		t.Fatal("no error")
 	}
-	if exitCode(err) != 2 {
-		t.Errorf("exit code %d, want 2", exitCode(err))
+	if cli.ExitCode(err) != 2 {
+		t.Errorf("exit code %d, want 2", cli.ExitCode(err))
 	}
 	for _, want := range []string{"BERTH_SHUTDOWN_TIMEOUT", "BERTH_HTTP_ADDR", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_TRACES_SAMPLER", "OTEL_EXPORTER_OTLP_PROTOCOL"} {
 		if !strings.Contains(err.Error(), want) {

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 
+	"github.com/berthhq/berth/internal/cli"
 	"github.com/berthhq/berth/internal/config"
 	"github.com/berthhq/berth/internal/postgres"
 	"github.com/spf13/cobra"
@@ -19,7 +20,7 @@ regions, REGIONAL BY ROW and GLOBAL localities). It is safe to run again.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			url := config.Env("BERTH_DATABASE_URL", "")
 			if url == "" {
-				return usageError{fmt.Errorf("BERTH_DATABASE_URL: required")}
+				return cli.Usage(fmt.Errorf("BERTH_DATABASE_URL: required"))
 			}
 			db, err := postgres.Open(cmd.Context(), url, postgres.Options{MaxConns: 2})
 			if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/berthhq/berth/internal/auth"
 	"github.com/berthhq/berth/internal/berth"
+	"github.com/berthhq/berth/internal/cli"
 	"github.com/berthhq/berth/internal/config"
 	"github.com/spf13/cobra"
 )
@@ -137,7 +138,7 @@ func nextWeekday(t time.Time) time.Time {
 func seedDemo(ctx context.Context, out io.Writer, printExamples bool) error {
 	tokens, err := auth.New(config.Env("BERTH_TOKEN_SECRET", ""))
 	if err != nil {
-		return usageError{fmt.Errorf("BERTH_TOKEN_SECRET: %w", err)}
+		return cli.Usage(fmt.Errorf("BERTH_TOKEN_SECRET: %w", err))
 	}
 	admin, err := tokens.Mint(berth.Principal{Subject: "seed-demo", Role: berth.RoleAdmin}, time.Hour)
 	if err != nil {

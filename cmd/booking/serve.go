@@ -12,6 +12,7 @@ import (
 
 	"github.com/berthhq/berth/internal/auth"
 	"github.com/berthhq/berth/internal/berth"
+	"github.com/berthhq/berth/internal/cli"
 	"github.com/berthhq/berth/internal/config"
 	"github.com/berthhq/berth/internal/httpapi"
 	"github.com/berthhq/berth/internal/postgres"
@@ -108,7 +109,7 @@ func loadServeConfig(cmd *cobra.Command) (serveConfig, error) {
 		errs.Add("%s", e)
 	}
 	if err := errs.Err(); err != nil {
-		return c, usageError{err}
+		return c, cli.Usage(err)
 	}
 	return c, nil
 }
@@ -171,7 +172,7 @@ func run(ctx context.Context, cfg serveConfig, stdout io.Writer, ready chan<- st
 	log.Info("database connected", "engine", db.Engine.String(), "isolation", string(cfg.Isolation))
 	tokens, err := auth.New(cfg.TokenSecret, auth.WithMaxLifetime(cfg.TokenMaxTTL))
 	if err != nil {
-		return usageError{fmt.Errorf("BERTH_TOKEN_SECRET: %w", err)}
+		return cli.Usage(fmt.Errorf("BERTH_TOKEN_SECRET: %w", err))
 	}
 	store := postgres.NewStore(db, cfg.Region, cfg.HoldTTL)
 	w := &wiring{cfg: cfg, db: db, store: store, log: log, tel: tel, api: httpapi.Config{

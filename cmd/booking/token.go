@@ -6,6 +6,7 @@ import (
 
 	"github.com/berthhq/berth/internal/auth"
 	"github.com/berthhq/berth/internal/berth"
+	"github.com/berthhq/berth/internal/cli"
 	"github.com/berthhq/berth/internal/config"
 	"github.com/spf13/cobra"
 )
@@ -31,21 +32,21 @@ longer-lived tokens.`,
 			// that never works.
 			maxTTL, err := auth.MaxLifetimeFromEnv()
 			if err != nil {
-				return usageError{err}
+				return cli.Usage(err)
 			}
 			tokens, err := auth.New(config.Env("BERTH_TOKEN_SECRET", ""), auth.WithMaxLifetime(maxTTL))
 			if err != nil {
-				return usageError{fmt.Errorf("BERTH_TOKEN_SECRET: %w", err)}
+				return cli.Usage(fmt.Errorf("BERTH_TOKEN_SECRET: %w", err))
 			}
 			if !berth.Role(role).Valid() {
-				return usageError{fmt.Errorf("--role %q: want guest, staff, admin or ops", role)}
+				return cli.Usage(fmt.Errorf("--role %q: want guest, staff, admin or ops", role))
 			}
 			if ttl <= 0 || ttl > maxTTL {
-				return usageError{fmt.Errorf("--ttl %s: want more than 0 and at most %s (BERTH_TOKEN_MAX_TTL)", ttl, maxTTL)}
+				return cli.Usage(fmt.Errorf("--ttl %s: want more than 0 and at most %s (BERTH_TOKEN_MAX_TTL)", ttl, maxTTL))
 			}
 			tok, err := tokens.Mint(berth.Principal{Subject: sub, Role: berth.Role(role), Partitions: partitions}, ttl)
 			if err != nil {
-				return usageError{err}
+				return cli.Usage(err)
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), tok)
 			return nil

@@ -7,6 +7,7 @@ import (
 
 	"github.com/berthhq/berth/internal/auth"
 	"github.com/berthhq/berth/internal/bookingtest"
+	"github.com/berthhq/berth/internal/cli"
 )
 
 // Finding 8 of issue 13: `booking token` mints only within
@@ -24,8 +25,8 @@ func TestTokenCommandHonoursMaxTTL(t *testing.T) {
 		return strings.TrimSpace(out.String()), err
 	}
 	t.Setenv("BERTH_TOKEN_MAX_TTL", "")
-	if _, err := mint("--ttl", "720h"); err == nil || exitCode(err) != 2 || !strings.Contains(err.Error(), "BERTH_TOKEN_MAX_TTL") {
-		t.Fatalf("--ttl 720h under the default maximum: %v (exit %d), want a usage error naming BERTH_TOKEN_MAX_TTL", err, exitCode(err))
+	if _, err := mint("--ttl", "720h"); err == nil || cli.ExitCode(err) != 2 || !strings.Contains(err.Error(), "BERTH_TOKEN_MAX_TTL") {
+		t.Fatalf("--ttl 720h under the default maximum: %v (exit %d), want a usage error naming BERTH_TOKEN_MAX_TTL", err, cli.ExitCode(err))
 	}
 	tok, err := mint("--ttl", "12h")
 	if err != nil {
@@ -41,7 +42,7 @@ func TestTokenCommandHonoursMaxTTL(t *testing.T) {
 	}
 	for _, bad := range []string{"soon", "0s", "8000h"} {
 		t.Setenv("BERTH_TOKEN_MAX_TTL", bad)
-		if _, err := mint("--ttl", "1h"); err == nil || exitCode(err) != 2 || !strings.Contains(err.Error(), "BERTH_TOKEN_MAX_TTL") {
+		if _, err := mint("--ttl", "1h"); err == nil || cli.ExitCode(err) != 2 || !strings.Contains(err.Error(), "BERTH_TOKEN_MAX_TTL") {
 			t.Fatalf("BERTH_TOKEN_MAX_TTL=%s: %v, want a usage error naming it", bad, err)
 		}
 	}

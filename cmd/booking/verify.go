@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/berthhq/berth/internal/berth"
+	"github.com/berthhq/berth/internal/cli"
 	"github.com/berthhq/berth/internal/config"
 	"github.com/berthhq/berth/internal/postgres"
 	"github.com/spf13/cobra"
@@ -39,14 +40,14 @@ Safe to run against production while traffic flows: it only reads.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "text" && output != "json" {
-				return usageError{fmt.Errorf("--output %q: want text or json", output)}
+				return cli.Usage(fmt.Errorf("--output %q: want text or json", output))
 			}
 			if opts.Region != "" && !berth.ValidRegion(opts.Region) {
-				return usageError{fmt.Errorf("--region %q: want one of %v", opts.Region, berth.Regions())}
+				return cli.Usage(fmt.Errorf("--region %q: want one of %v", opts.Region, berth.Regions()))
 			}
 			url := config.Env("BERTH_DATABASE_URL", "")
 			if url == "" {
-				return usageError{errors.New("BERTH_DATABASE_URL: required")}
+				return cli.Usage(errors.New("BERTH_DATABASE_URL: required"))
 			}
 			db, err := postgres.Open(cmd.Context(), url, postgres.Options{MaxConns: 2})
 			if err != nil {

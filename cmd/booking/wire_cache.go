@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/berthhq/berth/internal/cli"
 	"github.com/berthhq/berth/internal/config"
 	"github.com/berthhq/berth/internal/httpapi"
 	"github.com/berthhq/berth/internal/postgres"
@@ -46,7 +47,7 @@ func loadCacheConfig() (cacheConfig, error) {
 		errs.Add("BERTH_CACHE_TIMEOUT: 1ms to 5s")
 	}
 	if err := errs.Err(); err != nil {
-		return c, usageError{err}
+		return c, cli.Usage(err)
 	}
 	return c, nil
 }
@@ -87,7 +88,7 @@ func wireCache(ctx context.Context, w *wiring) error {
 	c, err := rediscache.New(cfg.RedisURL, rediscache.Options{Region: w.cfg.Region, TTL: cfg.TTL, Timeout: cfg.Timeout,
 		ReadLag: readLag, Logger: w.log})
 	if err != nil {
-		return usageError{fmt.Errorf("BERTH_REDIS_URL: %w", err)}
+		return cli.Usage(fmt.Errorf("BERTH_REDIS_URL: %w", err))
 	}
 	w.closers = append(w.closers, func() { _ = c.Close() })
 	if err := c.Ping(ctx); err != nil {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/berthhq/berth/internal/appointment"
+	"github.com/berthhq/berth/internal/cli"
 	"github.com/berthhq/berth/internal/config"
 	"github.com/berthhq/berth/internal/postgres"
 )
@@ -51,7 +52,7 @@ func loadClinicConfig() (clinicConfig, error) {
 func wireClinics(ctx context.Context, w *wiring) error {
 	cfg, err := loadClinicConfig()
 	if err != nil {
-		return usageError{err}
+		return cli.Usage(err)
 	}
 	clinics := postgres.NewClinicStore(w.store, cfg.HoldTTL)
 	w.api.Clinics = clinics

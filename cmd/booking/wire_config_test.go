@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/berthhq/berth/internal/cli"
 	"strings"
 	"testing"
 )
@@ -57,15 +58,15 @@ func TestPartConfigNamesTheVariable(t *testing.T) {
 
 // A usage error keeps exit code 2 when a caller wraps it.
 func TestExitCodeOfWrappedUsageError(t *testing.T) {
-	base := usageError{errors.New("BERTH_REGION: required")}
+	base := cli.Usage(errors.New("BERTH_REGION: required"))
 	for err, want := range map[error]int{
 		base:                               2,
 		fmt.Errorf("serve: %w", base):      2,
 		errors.New("database: no route"):   1,
 		fmt.Errorf("x: %w", errViolations): 1,
 	} {
-		if got := exitCode(err); got != want {
-			t.Errorf("exitCode(%v) = %d, want %d", err, got, want)
+		if got := cli.ExitCode(err); got != want {
+			t.Errorf("cli.ExitCode(%v) = %d, want %d", err, got, want)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/berthhq/berth/internal/cli"
 	"github.com/berthhq/berth/internal/config"
 	"github.com/berthhq/berth/internal/httpapi"
 	"github.com/berthhq/berth/internal/natsbus"
@@ -33,7 +34,7 @@ func wireEvents(ctx context.Context, w *wiring) error {
 		errs.Add("BERTH_OUTBOX_RETENTION: at least 1h (consumers and replays need the rows)")
 	}
 	if err := errs.Err(); err != nil {
-		return usageError{err}
+		return cli.Usage(err)
 	}
 	if err := wirePayments(w); err != nil {
 		return err
@@ -85,7 +86,7 @@ func wirePayments(w *wiring) error {
 		return nil
 	}
 	if len(secret) < 16 {
-		return usageError{errors.New("BERTH_WEBHOOK_SECRET: at least 16 bytes")}
+		return cli.Usage(errors.New("BERTH_WEBHOOK_SECRET: at least 16 bytes"))
 	}
 	effects := postgres.PaymentEffects{Hotels: w.store}
 	if clinics, ok := w.api.Clinics.(*postgres.ClinicStore); ok {

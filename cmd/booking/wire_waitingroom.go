@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 
+	"github.com/berthhq/berth/internal/cli"
 	"github.com/berthhq/berth/internal/waitingroom"
 )
 
@@ -13,7 +14,7 @@ import (
 func wireWaitingRoom(_ context.Context, w *wiring) error {
 	windows, keys, err := waitingroom.FromEnv()
 	if err != nil {
-		return usageError{err}
+		return cli.Usage(err)
 	}
 	if len(windows) == 0 {
 		return nil

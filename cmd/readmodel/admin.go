@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/berthhq/berth/internal/cli"
 	"github.com/berthhq/berth/internal/config"
 	"github.com/berthhq/berth/internal/postgres"
 	"github.com/spf13/cobra"
@@ -19,7 +20,7 @@ import (
 func openStore(ctx context.Context) (*postgres.ReadModel, func(), error) {
 	url := config.Env("BERTH_DATABASE_URL", "")
 	if url == "" {
-		return nil, nil, usageError{errors.New("BERTH_DATABASE_URL: required")}
+		return nil, nil, cli.Usage(errors.New("BERTH_DATABASE_URL: required"))
 	}
 	db, err := postgres.Open(ctx, url, postgres.Options{MaxConns: 4})
 	if err != nil {
@@ -38,7 +39,7 @@ func newPartnersCmd() *cobra.Command {
 			name, _ := cmd.Flags().GetString("name")
 			quiet, _ := cmd.Flags().GetBool("quiet")
 			if name == "" {
-				return usageError{errors.New("--name is required")}
+				return cli.Usage(errors.New("--name is required"))
 			}
 			return partnersCreate(cmd.Context(), cmd.OutOrStdout(), name, quiet)
 		},

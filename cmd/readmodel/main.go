@@ -6,7 +6,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,6 +13,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/berthhq/berth/internal/cli"
 	"github.com/berthhq/berth/internal/telemetry"
 	"github.com/spf13/cobra"
 )
@@ -24,25 +24,9 @@ func main() {
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "readmodel:", err)
-		os.Exit(exitCode(err))
+		os.Exit(cli.ExitCode(err))
 	}
 }
-
-// exitCode: 2 for usage and configuration errors, 1 for everything else
-// (including `verify` finding differences).
-func exitCode(err error) int {
-	var u usageError
-	if errors.As(err, &u) {
-		return 2
-	}
-	return 1
-}
-
-// usageError marks bad flags, arguments or configuration: exit code 2, also
-// when it arrives wrapped.
-type usageError struct{ error }
-
-func (e usageError) Unwrap() error { return e.error }
 
 func newRootCmd() *cobra.Command {
 	root := &cobra.Command{
@@ -54,7 +38,7 @@ and refund consumers. Settings come from BERTH_* environment variables; flags ov
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cli.Usage(err) })
 	root.AddCommand(newServeCmd(), newPartnersCmd(), newRebuildCmd(), newVerifyCmd())
 	return root
 }

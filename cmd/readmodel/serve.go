@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/berthhq/berth/internal/auth"
+	"github.com/berthhq/berth/internal/cli"
 	"github.com/berthhq/berth/internal/config"
 	"github.com/berthhq/berth/internal/natsbus"
 	"github.com/berthhq/berth/internal/postgres"
@@ -89,7 +90,7 @@ func loadServeConfig(cmd *cobra.Command) (serveConfig, error) {
 		errs.Add("%s", e)
 	}
 	if err := errs.Err(); err != nil {
-		return c, usageError{err}
+		return c, cli.Usage(err)
 	}
 	return c, nil
 }
@@ -140,7 +141,7 @@ func run(ctx context.Context, cfg serveConfig, stdout io.Writer, ready chan<- st
 	defer db.Close()
 	tokens, err := auth.New(cfg.TokenSecret, auth.WithMaxLifetime(cfg.TokenMaxTTL))
 	if err != nil {
-		return usageError{fmt.Errorf("BERTH_TOKEN_SECRET: %w", err)}
+		return cli.Usage(fmt.Errorf("BERTH_TOKEN_SECRET: %w", err))
 	}
 	nc, err := natsbus.Connect(cfg.NATSURL, "berth-readmodel", log)
 	if err != nil {

@@ -6,12 +6,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 
+	"github.com/berthhq/berth/internal/cli"
 	"github.com/spf13/cobra"
 )
 
@@ -21,22 +21,8 @@ func main() {
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "router:", err)
-		os.Exit(exitCode(err))
+		os.Exit(cli.ExitCode(err))
 	}
-}
-
-// usageError marks bad flags, arguments or configuration: exit code 2.
-type usageError struct{ error }
-
-func (e usageError) Unwrap() error { return e.error }
-
-// exitCode: 0 ok, 2 usage and configuration errors, 1 everything else.
-func exitCode(err error) int {
-	var u usageError
-	if errors.As(err, &u) {
-		return 2
-	}
-	return 1
 }
 
 func newRootCmd() *cobra.Command {
@@ -52,7 +38,7 @@ Settings come from BERTH_* environment variables; flags override them.`,
 		SilenceErrors: true,
 		Args:          noArgs,
 	}
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cli.Usage(err) })
 	root.AddCommand(newServeCmd(), newShardsCmd())
 	return root
 }
@@ -60,7 +46,7 @@ Settings come from BERTH_* environment variables; flags override them.`,
 // noArgs refuses positional arguments as a usage error.
 func noArgs(cmd *cobra.Command, args []string) error {
 	if len(args) > 0 {
-		return usageError{fmt.Errorf("%s: unexpected argument %q (see --help)", cmd.CommandPath(), args[0])}
+		return cli.Usage(fmt.Errorf("%s: unexpected argument %q (see --help)", cmd.CommandPath(), args[0]))
 	}
 	return nil
 }
@@ -68,9 +54,9 @@ func noArgs(cmd *cobra.Command, args []string) error {
 // needSubcommand is the RunE of a command that only groups others.
 func needSubcommand(cmd *cobra.Command, args []string) error {
 	if len(args) > 0 {
-		return usageError{fmt.Errorf("%s: unknown command %q (see --help)", cmd.CommandPath(), args[0])}
+		return cli.Usage(fmt.Errorf("%s: unknown command %q (see --help)", cmd.CommandPath(), args[0]))
 	}
-	return usageError{fmt.Errorf("%s: a subcommand is required (see --help)", cmd.CommandPath())}
+	return cli.Usage(fmt.Errorf("%s: a subcommand is required (see --help)", cmd.CommandPath()))
 }
 
 // ctxOrBackground guards against commands run without ExecuteContext.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/berthhq/berth/internal/berth"
+	"github.com/berthhq/berth/internal/cli"
 	"github.com/berthhq/berth/internal/config"
 	"github.com/berthhq/berth/internal/natsbus"
 	"github.com/berthhq/berth/internal/origins"
@@ -110,7 +111,7 @@ func loadServeConfig(cmd *cobra.Command) (serveConfig, error) {
 		errs.Add("BERTH_ORIGIN_COUNTS: needs BERTH_REDIS_URL")
 	}
 	if err := errs.Err(); err != nil {
-		return c, usageError{err}
+		return c, cli.Usage(err)
 	}
 	return c, nil
 }
@@ -194,7 +195,7 @@ func run(ctx context.Context, cfg serveConfig, stdout io.Writer, ready chan<- st
 		Transport: tel.Transport(router.NewTransport()), Writes: writes,
 	})
 	if err != nil {
-		return usageError{err}
+		return cli.Usage(err)
 	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
@@ -202,7 +203,7 @@ func run(ctx context.Context, cfg serveConfig, stdout io.Writer, ready chan<- st
 	}
 	handler, closeReads, err := withReads(cfg.reads, cfg.Region, log, instrument(tel, rt))
 	if err != nil {
-		return usageError{err}
+		return cli.Usage(err)
 	}
 	defer closeReads()
 	srv := &http.Server{

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/berthhq/berth/internal/berth"
+	"github.com/berthhq/berth/internal/cli"
 	"github.com/berthhq/berth/internal/config"
 	"github.com/berthhq/berth/internal/placement"
 	"github.com/berthhq/berth/internal/postgres"
@@ -37,7 +38,7 @@ func loadShardsConfig(cmd *cobra.Command) (shardsConfig, error) {
 		errs.Add("--output %q: want text or json", c.Output)
 	}
 	if err := errs.Err(); err != nil {
-		return c, usageError{err}
+		return c, cli.Usage(err)
 	}
 	return c, nil
 }
@@ -167,7 +168,7 @@ func newMoveCmd() *cobra.Command {
 				errs.Add("--to %q: want one of %v", to, berth.Regions())
 			}
 			if err := errs.Err(); err != nil {
-				return usageError{err}
+				return cli.Usage(err)
 			}
 			ctx := ctxOrBackground(cmd.Context())
 			store, closeDB, err := openPlacements(ctx, cfg)
@@ -352,7 +353,7 @@ func runDrain(ctx context.Context, cfg shardsConfig, o drainOptions, out io.Writ
 		errs.Add("--rate: want a positive number of moves per second")
 	}
 	if err := errs.Err(); err != nil {
-		return usageError{err}
+		return cli.Usage(err)
 	}
 	store, closeDB, err := openPlacements(ctx, cfg)
 	if err != nil {
@@ -484,7 +485,7 @@ func runBalance(ctx context.Context, cfg shardsConfig, o balanceOptions, out io.
 		errs.Add("--rate: want a positive number of moves per second")
 	}
 	if err := errs.Err(); err != nil {
-		return usageError{err}
+		return cli.Usage(err)
 	}
 	store, closeDB, err := openPlacements(ctx, cfg)
 	if err != nil {

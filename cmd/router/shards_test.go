@@ -10,6 +10,7 @@ import (
 
 	"github.com/berthhq/berth/internal/berth"
 	"github.com/berthhq/berth/internal/bookingtest"
+	"github.com/berthhq/berth/internal/cli"
 	"github.com/berthhq/berth/internal/dbtest"
 	"github.com/berthhq/berth/internal/postgres"
 )
@@ -72,8 +73,8 @@ func TestDrainInterruptedThenResumed(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "interrupted after 4 of 10") || !strings.Contains(err.Error(), "re-run") {
 		t.Fatalf("interrupted drain: %v\n%s", err, out.buf.String())
 	}
-	if exitCode(err) != 1 {
-		t.Fatalf("exit code %d, want 1", exitCode(err))
+	if cli.ExitCode(err) != 1 {
+		t.Fatalf("exit code %d, want 1", cli.ExitCode(err))
 	}
 	if left := homes(t, env.DB)["us-east"]; left != 6 {
 		t.Fatalf("after the interruption %d partitions are left in us-east, want 6", left)
@@ -172,15 +173,15 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		cmd.SetOut(&bytes.Buffer{})
 		cmd.SetErr(&bytes.Buffer{})
 		err := cmd.ExecuteContext(context.Background())
-		if err == nil || exitCode(err) != 2 {
-			t.Errorf("%v: err %v, exit %d; want a usage error (2)", args, err, exitCode(err))
+		if err == nil || cli.ExitCode(err) != 2 {
+			t.Errorf("%v: err %v, exit %d; want a usage error (2)", args, err, cli.ExitCode(err))
 		}
 	}
 	// A good command that fails on the database is a failure (1), not usage.
 	cmd := newRootCmd()
 	cmd.SetArgs([]string{"shards", "list"})
 	cmd.SetOut(&bytes.Buffer{})
-	if err := cmd.ExecuteContext(context.Background()); err == nil || exitCode(err) != 1 {
-		t.Errorf("list against a dead database: %v, exit %d", err, exitCode(err))
+	if err := cmd.ExecuteContext(context.Background()); err == nil || cli.ExitCode(err) != 1 {
+		t.Errorf("list against a dead database: %v, exit %d", err, cli.ExitCode(err))
 	}
 }

@@ -13,7 +13,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -25,14 +24,12 @@ import (
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/berthhq/berth/internal/berth"
+	"github.com/berthhq/berth/internal/cli"
 	"github.com/berthhq/berth/internal/config"
 	"github.com/berthhq/berth/internal/wan"
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 )
-
-// usageError marks bad flags or settings: exit code 2.
-type usageError struct{ error }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -40,11 +37,7 @@ func main() {
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "wan:", err)
-		var u usageError
-		if errors.As(err, &u) {
-			os.Exit(2)
-		}
-		os.Exit(1)
+		os.Exit(cli.ExitCode(err))
 	}
 }
 
@@ -59,11 +52,11 @@ func load(basePort int) (settings, []wan.Link, error) {
 	s := settings{readModel: config.Env("BERTH_READMODEL_URL", ""), basePort: basePort}
 	var err error
 	if s.bookings, err = config.RegionURLs("BERTH_BOOKING_URLS", config.Env("BERTH_BOOKING_URLS", "")); err != nil {
-		return s, nil, usageError{err}
+		return s, nil, cli.Usage(err)
 	}
 	links, err := wan.Plan(berth.Regions(), s.bookings, s.readModel, basePort)
 	if err != nil {
-		return s, nil, usageError{err}
+		return s, nil, cli.Usage(err)
 	}
 	return s, links, nil
 }
@@ -91,7 +84,7 @@ BERTH_READMODEL_URL (source .local/env). Exit codes: 0 ok, 1 failure, 2 usage.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			region, _ := cmd.Flags().GetString("region")
 			if !berth.ValidRegion(region) {
-				return usageError{fmt.Errorf("--region %q: want one of %v", region, berth.Regions())}
+				return cli.Usage(fmt.Errorf("--region %q: want one of %v", region, berth.Regions()))
 			}
 			s, links, err := load(basePort)
 			if err != nil {
@@ -153,7 +146,7 @@ func serve(ctx context.Context, links []wan.Link, api string) error {
 	if api != "" {
 		host, port, err := net.SplitHostPort(api)
 		if err != nil {
-			return usageError{fmt.Errorf("--api %q: %w", api, err)}
+			return cli.Usage(fmt.Errorf("--api %q: %w", api, err))
 		}
 		go srv.Listen(host, port) // exits the process if the port is taken
 	}

@@ -1,0 +1,29 @@
+// Package cli is what Berth's command-line tools share: the usage error that
+// makes a command exit 2, and the exit code of an error, so every binary
+// answers alike (0 done, 1 failed, 2 bad flags, arguments or settings).
+package cli
+
+import "errors"
+
+// UsageError marks bad flags, arguments or configuration.
+type UsageError struct{ Err error }
+
+// Usage marks err as a usage error: exit code 2, also when it arrives
+// wrapped.
+func Usage(err error) error { return UsageError{Err: err} }
+
+func (e UsageError) Error() string { return e.Err.Error() }
+func (e UsageError) Unwrap() error { return e.Err }
+
+// ExitCode is the process exit code for err: 0 for nil, 2 for a usage error
+// (wrapped or not), 1 for everything else.
+func ExitCode(err error) int {
+	var u UsageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &u):
+		return 2
+	}
+	return 1
+}
