@@ -175,7 +175,7 @@ func run(ctx context.Context, cfg serveConfig, stdout io.Writer, ready chan<- st
 	if cfg.OriginCounts {
 		rdb, err := ratelimit.NewClient(cfg.reads.RedisURL, time.Second)
 		if err != nil {
-			return usageError{fmt.Errorf("BERTH_REDIS_URL: %w", err)}
+			return cli.Usage(fmt.Errorf("BERTH_REDIS_URL: %w", err))
 		}
 		defer rdb.Close()
 		counter := origins.NewCounter(rdb, cfg.Region, 2*time.Hour)

@@ -436,7 +436,7 @@ moved within --cooldown; at most --max-moves per run, --rate per second.
 			if !byOrigin {
 				if cmd.Flags().Changed("auto") || cmd.Flags().Changed("min-writes") || cmd.Flags().Changed("min-share") ||
 					cmd.Flags().Changed("margin") || cmd.Flags().Changed("cooldown") || cmd.Flags().Changed("max-moves") || cmd.Flags().Changed("every") {
-					return usageError{fmt.Errorf("--auto, --every, --min-writes, --min-share, --margin, --cooldown and --max-moves go with --by-origin")}
+					return cli.Usage(fmt.Errorf("--auto, --every, --min-writes, --min-share, --margin, --cooldown and --max-moves go with --by-origin"))
 				}
 				return runBalance(ctx, cfg, o, cmd.OutOrStdout())
 			}
@@ -453,7 +453,7 @@ moved within --cooldown; at most --max-moves per run, --rate per second.
 				errs.Add("%v", err)
 			}
 			if err := errs.Err(); err != nil {
-				return usageError{err}
+				return cli.Usage(err)
 			}
 			return runBalanceByOrigin(ctx, cfg, oo, cmd.OutOrStdout())
 		},

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/berthhq/berth/internal/berth"
+	"github.com/berthhq/berth/internal/cli"
 	"github.com/berthhq/berth/internal/config"
 	"github.com/berthhq/berth/internal/origins"
 	"github.com/berthhq/berth/internal/placement"
@@ -66,7 +67,7 @@ func redisURLs() (map[string]string, error) {
 		return nil, fmt.Errorf("BERTH_REDIS_URLS or BERTH_REDIS_URL: required with --by-origin (the routers' write tallies)")
 	}
 	out := map[string]string{}
-	for _, r := range berth.Regions {
+	for _, r := range berth.Regions() {
 		out[r] = one
 	}
 	return out, nil
@@ -82,15 +83,15 @@ func runBalanceByOrigin(ctx context.Context, cfg shardsConfig, o originOptions, 
 	defer closeDB()
 	clients := map[string]*redis.Client{}
 	byURL := map[string]*redis.Client{}
-	for _, r := range berth.Regions {
+	for _, r := range berth.Regions() {
 		u := o.RedisURLs[r]
 		if u == "" {
-			return usageError{fmt.Errorf("no Redis URL for region %s", r)}
+			return cli.Usage(fmt.Errorf("no Redis URL for region %s", r))
 		}
 		if byURL[u] == nil {
 			c, err := ratelimit.NewClient(u, 5*time.Second)
 			if err != nil {
-				return usageError{err}
+				return cli.Usage(err)
 			}
 			defer c.Close()
 			byURL[u] = c
@@ -118,7 +119,7 @@ func runBalanceByOrigin(ctx context.Context, cfg shardsConfig, o originOptions, 
 func balanceByOriginOnce(ctx context.Context, store *postgres.Placements, clients map[string]*redis.Client, o originOptions, output string, out io.Writer) error {
 	now := time.Now()
 	var counts []placement.OriginCount
-	for _, r := range berth.Regions {
+	for _, r := range berth.Regions() {
 		c, err := origins.Read(ctx, clients[r], r, o.Window, now)
 		if err != nil {
 			return fmt.Errorf("balance by origin: %w", err)
@@ -168,7 +169,7 @@ func printDecisions(out io.Writer, decisions []placement.OriginDecision) {
 	fmt.Fprintln(tw, "KIND\tPARTITION\tHOME\tWRITES BY ORIGIN\tLEADER\tDECISION")
 	for _, d := range decisions {
 		var parts []string
-		for _, r := range berth.Regions {
+		for _, r := range berth.Regions() {
 			if n := d.Writes[r]; n > 0 {
 				parts = append(parts, fmt.Sprintf("%s=%d", r, n))
 			}

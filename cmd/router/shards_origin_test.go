@@ -72,7 +72,7 @@ func TestBalanceByOrigin(t *testing.T) {
 
 	cfg := shardsConfig{DatabaseURL: env.DBURL, Output: "text"}
 	urls := map[string]string{}
-	for _, r := range berth.Regions {
+	for _, r := range berth.Regions() {
 		urls[r] = rs.URL()
 	}
 	o := originOptions{Window: 10 * time.Minute, Rate: 50, RedisURLs: urls,
