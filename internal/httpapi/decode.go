@@ -163,3 +163,24 @@ func mustJSON(v any) []byte {
 	}
 	return b
 }
+
+// PartitionPath splits /v1/{hotels|clinics}/{id}/{rest}: the partition a
+// request is about, as the router (which home region), the rate limiter
+// (whose budget) and the waiting room (which clinic) all read it. The id is
+// lower-cased (ids are UUIDs); kind is "" when the path names no partition.
+func PartitionPath(path string) (kind berth.Kind, id, rest string) {
+	var tail string
+	switch {
+	case strings.HasPrefix(path, "/v1/hotels/"):
+		kind, tail = berth.KindHotel, path[len("/v1/hotels/"):]
+	case strings.HasPrefix(path, "/v1/clinics/"):
+		kind, tail = berth.KindClinic, path[len("/v1/clinics/"):]
+	default:
+		return "", "", ""
+	}
+	id, rest, _ = strings.Cut(tail, "/")
+	if id == "" {
+		return "", "", ""
+	}
+	return kind, strings.ToLower(id), rest
+}

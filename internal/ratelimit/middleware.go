@@ -99,7 +99,7 @@ func Classify(rules Rules, method, path string, who Identity) []Check {
 		return checks
 	}
 	add(ScopeClientWrites, who.Client)
-	kind, id, rest := partitionPath(path)
+	kind, id, rest := httpapi.PartitionPath(path)
 	if kind == "" || rest == "" || strings.HasPrefix(rest, "waiting-room/") || rest == "waiting-room" {
 		return checks
 	}
@@ -117,24 +117,6 @@ func Classify(rules Rules, method, path string, who Identity) []Check {
 		add(ScopeGuestHolds, guest)
 	}
 	return checks
-}
-
-// partitionPath splits /v1/{hotels|clinics}/{id}/{rest}.
-func partitionPath(path string) (kind berth.Kind, id, rest string) {
-	var tail string
-	switch {
-	case strings.HasPrefix(path, "/v1/hotels/"):
-		kind, tail = berth.KindHotel, path[len("/v1/hotels/"):]
-	case strings.HasPrefix(path, "/v1/clinics/"):
-		kind, tail = berth.KindClinic, path[len("/v1/clinics/"):]
-	default:
-		return "", "", ""
-	}
-	id, rest, _ = strings.Cut(tail, "/")
-	if id == "" {
-		return "", "", ""
-	}
-	return kind, strings.ToLower(id), rest
 }
 
 // Middleware answers 429 rate_limited (problem+json, Retry-After in whole

@@ -165,25 +165,6 @@ type route struct {
 	mayRetry bool
 }
 
-// partitionOf reads the partition from /v1/hotels/{id}/… or /v1/clinics/{id}/….
-func partitionOf(path string) (berth.Kind, string) {
-	var kind berth.Kind
-	var rest string
-	switch {
-	case strings.HasPrefix(path, "/v1/hotels/"):
-		kind, rest = berth.KindHotel, path[len("/v1/hotels/"):]
-	case strings.HasPrefix(path, "/v1/clinics/"):
-		kind, rest = berth.KindClinic, path[len("/v1/clinics/"):]
-	default:
-		return "", ""
-	}
-	id, _, _ := strings.Cut(rest, "/")
-	if id == "" {
-		return "", ""
-	}
-	return kind, strings.ToLower(id)
-}
-
 func isRead(method string) bool {
 	return method == http.MethodGet || method == http.MethodHead || method == http.MethodOptions
 }
@@ -233,7 +214,7 @@ func (rt *Router) serve(w *statusWriter, r *http.Request) string {
 		rt.toHome(w, r, body, route{class: "webhook", kind: kind, id: id})
 		return "webhook"
 	}
-	kind, id := partitionOf(path)
+	kind, id, _ := httpapi.PartitionPath(path)
 	switch {
 	case kind == "":
 		// No partition yet (POST /v1/hotels, search, /v1/placements): local.

@@ -12,11 +12,10 @@ import (
 // IsPath reports whether path is one of the waiting room's routes, so the
 // router can serve it instead of forwarding it.
 func IsPath(path string) bool {
-	rest, ok := strings.CutPrefix(path, "/v1/clinics/")
-	if !ok {
+	kind, _, rest := httpapi.PartitionPath(path)
+	if kind != berth.KindClinic {
 		return false
 	}
-	_, rest, _ = strings.Cut(rest, "/")
 	return rest == "waiting-room/tickets" || strings.HasPrefix(rest, "waiting-room/tickets/")
 }
 
