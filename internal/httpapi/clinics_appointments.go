@@ -146,27 +146,8 @@ func (s *Server) holdAppointment(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) getAppointment(w http.ResponseWriter, r *http.Request) error {
-	clinicID, err := PathID(r, "clinic_id", "clinic")
-	if err != nil {
-		return err
-	}
-	apptID, err := PathID(r, "appointment_id", "appointment")
-	if err != nil {
-		return err
-	}
-	p, err := s.Principal(r)
-	if err != nil {
-		return err
-	}
-	a, err := s.cfg.Clinics.GetAppointment(r.Context(), clinicID, apptID)
-	if err != nil {
-		return err
-	}
-	if err := forGuest(p, berth.KindClinic, clinicID)(a.GuestID); err != nil {
-		return err
-	}
-	WriteJSON(w, http.StatusOK, a)
-	return nil
+	return getOwned(s, w, r, berth.KindClinic, "clinic_id", "appointment", s.cfg.Clinics.GetAppointment,
+		func(a appointment.Appointment) string { return a.GuestID })
 }
 
 // appointmentWrite reads what every appointment transition needs.

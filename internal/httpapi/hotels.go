@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strings"
@@ -370,11 +371,20 @@ func (s *Server) hold(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) getReservation(w http.ResponseWriter, r *http.Request) error {
-	hotelID, err := PathID(r, "hotel_id", "hotel")
+	return getOwned(s, w, r, berth.KindHotel, "hotel_id", "reservation", s.cfg.Hotels.GetReservation,
+		func(res reservation.Reservation) string { return res.GuestID })
+}
+
+// getOwned serves GET of one reservation or appointment, alike for both:
+// the ids from the path (partitionParam, and what+"_id"), the caller, the
+// item from the store, then the ownership check before anything is shown.
+func getOwned[T any](s *Server, w http.ResponseWriter, r *http.Request, kind berth.Kind, partitionParam, what string,
+	get func(ctx context.Context, partitionID, id string) (T, error), guestOf func(T) string) error {
+	partitionID, err := PathID(r, partitionParam, string(kind))
 	if err != nil {
 		return err
 	}
-	resID, err := PathID(r, "reservation_id", "reservation")
+	id, err := PathID(r, what+"_id", what)
 	if err != nil {
 		return err
 	}
@@ -382,14 +392,14 @@ func (s *Server) getReservation(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	res, err := s.cfg.Hotels.GetReservation(r.Context(), hotelID, resID)
+	item, err := get(r.Context(), partitionID, id)
 	if err != nil {
 		return err
 	}
-	if err := forGuest(p, berth.KindHotel, hotelID)(res.GuestID); err != nil {
+	if err := forGuest(p, kind, partitionID)(guestOf(item)); err != nil {
 		return err
 	}
-	WriteJSON(w, http.StatusOK, res)
+	WriteJSON(w, http.StatusOK, item)
 	return nil
 }
 
