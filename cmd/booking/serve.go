@@ -17,19 +17,23 @@ import (
 	"github.com/berthhq/berth/internal/httpapi"
 	"github.com/berthhq/berth/internal/postgres"
 	"github.com/berthhq/berth/internal/reservation"
+	"github.com/berthhq/berth/internal/soldout"
 	"github.com/berthhq/berth/internal/telemetry"
 	"github.com/spf13/cobra"
 )
 
 // serveConfig is every setting of `booking serve`.
 type serveConfig struct {
-	Region           string
-	Addr             string
-	DatabaseURL      string
-	TokenSecret      string
-	TokenMaxTTL      time.Duration
-	Isolation        postgres.Isolation
-	HoldTTL          time.Duration
+	Region      string
+	Addr        string
+	DatabaseURL string
+	TokenSecret string
+	TokenMaxTTL time.Duration
+	Isolation   postgres.Isolation
+	HoldTTL     time.Duration
+	// SoldOutTTL bounds how long a learnt "sold out" refuses holds without
+	// the database (BERTH_SOLDOUT_TTL; 0 turns the cache off).
+	SoldOutTTL       time.Duration
 	LockTimeout      time.Duration
 	StatementTimeout time.Duration
 	SweepInterval    time.Duration
@@ -60,6 +64,8 @@ func loadServeConfig(cmd *cobra.Command) (serveConfig, error) {
 	}
 	c.HoldTTL, err = config.Duration("BERTH_HOLD_TTL", 10*time.Minute)
 	errs.Check(err)
+	c.SoldOutTTL, err = config.Duration("BERTH_SOLDOUT_TTL", time.Second)
+	errs.Check(err)
 	c.LockTimeout, err = config.Duration("BERTH_LOCK_TIMEOUT", 2*time.Second)
 	errs.Check(err)
 	c.StatementTimeout, err = config.Duration("BERTH_STATEMENT_TIMEOUT", 5*time.Second)
@@ -89,6 +95,9 @@ func loadServeConfig(cmd *cobra.Command) (serveConfig, error) {
 	}
 	if c.HoldTTL < time.Second {
 		errs.Add("BERTH_HOLD_TTL: at least 1s")
+	}
+	if c.SoldOutTTL < 0 || c.SoldOutTTL > time.Minute {
+		errs.Add("BERTH_SOLDOUT_TTL: 0 (off) to 1m")
 	}
 	if c.SweepInterval < 100*time.Millisecond {
 		errs.Add("BERTH_SWEEP_INTERVAL: at least 100ms")
@@ -175,6 +184,9 @@ func run(ctx context.Context, cfg serveConfig, stdout io.Writer, ready chan<- st
 		return cli.Usage(fmt.Errorf("BERTH_TOKEN_SECRET: %w", err))
 	}
 	store := postgres.NewStore(db, cfg.Region, cfg.HoldTTL)
+	if cfg.SoldOutTTL > 0 {
+		store.UseSoldOutCache(soldout.New(cfg.SoldOutTTL, nil))
+	}
 	w := &wiring{cfg: cfg, db: db, store: store, log: log, tel: tel, api: httpapi.Config{
 		Region: cfg.Region, Hotels: store, Tokens: tokens, Logger: log, Ready: db.Ping,
 	}}

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"time"
 
+	"github.com/berthhq/berth/internal/berth"
 	"github.com/berthhq/berth/internal/cli"
 	"github.com/berthhq/berth/internal/config"
 	"github.com/berthhq/berth/internal/httpapi"
 	"github.com/berthhq/berth/internal/natsbus"
 	"github.com/berthhq/berth/internal/postgres"
 	"github.com/berthhq/berth/internal/rediscache"
+	"github.com/berthhq/berth/internal/reservation"
 )
 
 // wireEvents wires the events part of the service: when BERTH_NATS_URL is
@@ -65,6 +67,9 @@ func wireEvents(ctx context.Context, w *wiring) error {
 	}); ok {
 		inv = c.Events()
 	}
+	// The same events tell the sold-out cache that rooms may have come back
+	// through another process's commit.
+	inv = forgetSoldOut{Invalidator: inv, store: w.store}
 	w.runners = append(w.runners,
 		relay.Run,
 		func(ctx context.Context) {
@@ -94,4 +99,19 @@ func wirePayments(w *wiring) error {
 	}
 	w.api.Payments = httpapi.NewPaymentWebhook(secret, effects)
 	return nil
+}
+
+// forgetSoldOut drops what the store's sold-out cache knows of a hotel on
+// each of its events that may have freed rooms (anything but a hold or a
+// confirmation), then invalidates the read cache.
+type forgetSoldOut struct {
+	natsbus.Invalidator
+	store *postgres.Store
+}
+
+func (f forgetSoldOut) Invalidate(ctx context.Context, kind, partitionID, eventType string, data []byte) error {
+	if kind == string(berth.KindHotel) && eventType != reservation.EventHeld && eventType != reservation.EventConfirmed {
+		f.store.ForgetSoldOut(partitionID)
+	}
+	return f.Invalidator.Invalidate(ctx, kind, partitionID, eventType, data)
 }

@@ -16,6 +16,7 @@ var domain = []string{
 	"internal/reservation",
 	"internal/appointment",
 	"internal/placement",
+	"internal/soldout",
 }
 
 // edge packages must not reach the database driver, its migrations or its

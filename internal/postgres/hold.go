@@ -8,6 +8,7 @@ import (
 
 	"github.com/berthhq/berth/internal/berth"
 	"github.com/berthhq/berth/internal/reservation"
+	"github.com/berthhq/berth/internal/soldout"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -50,16 +51,31 @@ var (
 
 // Hold takes every night of the stay now and records a held reservation that
 // expires after the store's hold TTL (database time).
+//
+// With a sold-out cache (UseSoldOutCache), a stay the cache knows to lack
+// the rooms is refused without a transaction: the database is asked only
+// whether the Idempotency-Key has an answer already (then it is replayed).
+// Such a refusal commits nothing, so nothing is stored with the key.
 func (s *Store) Hold(ctx context.Context, req reservation.HoldRequest, idem *berth.Idem) (berth.Response, error) {
+	var gen uint64
+	if s.soldOut != nil {
+		if resp, ok, err := s.refuseKnownSoldOut(ctx, req, idem); ok {
+			return resp, err
+		}
+		gen = s.soldOut.Generation(req.HotelID)
+		if idem != nil {
+			defer s.inFlight(req.HotelID, idem.Key)()
+		}
+	}
 	for attempt := 0; ; attempt++ {
-		resp, got, err := s.hold(ctx, req, idem)
+		resp, got, err := s.hold(ctx, req, idem, gen)
 		switch {
 		case errors.Is(err, errKeyTaken):
 			resp, err = s.replay(ctx, req.HotelID, idem)
 		case errors.Is(err, errPartialTake), errors.Is(err, errLockBusy):
 			// The rollback let go of every row: refuse with the fence first.
 			resp, err = s.write(ctx, berth.KindHotel, req.HotelID, idem, func(tx pgx.Tx, _ *pgx.Batch) (any, error) {
-				return nil, s.refuseHold(ctx, tx, req, got)
+				return nil, s.refuseHold(ctx, tx, req, got, gen)
 			})
 		}
 		if errors.Is(err, errRetry) && attempt < 3 {
@@ -74,7 +90,7 @@ func (s *Store) Hold(ctx context.Context, req reservation.HoldRequest, idem *ber
 
 // hold runs the hold transaction. When it could not take every night, got
 // holds the nights it did take (then rolled back).
-func (s *Store) hold(ctx context.Context, req reservation.HoldRequest, idem *berth.Idem) (berth.Response, []time.Time, error) {
+func (s *Store) hold(ctx context.Context, req reservation.HoldRequest, idem *berth.Idem, gen uint64) (berth.Response, []time.Time, error) {
 	var (
 		resp berth.Response
 		got  []time.Time
@@ -94,7 +110,7 @@ func (s *Store) hold(ctx context.Context, req reservation.HoldRequest, idem *ber
 			// hold a night it waited for and then found full, so the fence
 			// must not queue behind a move (which waits for that night).
 			resp, err = s.writeIn(ctx, tx, fenceNowaitSQL, berth.KindHotel, req.HotelID, idem, func(tx pgx.Tx, _ *pgx.Batch) (any, error) {
-				return nil, s.refuseHold(ctx, tx, req, nil)
+				return nil, s.refuseHold(ctx, tx, req, nil, gen)
 			})
 			return err
 		}
@@ -140,8 +156,9 @@ func (s *Store) hold(ctx context.Context, req reservation.HoldRequest, idem *ber
 // refuseHold answers a hold that did not get every night, inside a fenced
 // write holding its key: 404 for an unknown room type, else 409 sold_out
 // naming the nights that lacked rooms — the nights the take missed when it
-// got some (got), else those the committed state shows short.
-func (s *Store) refuseHold(ctx context.Context, tx pgx.Tx, req reservation.HoldRequest, got []time.Time) error {
+// got some (got), else those the committed state shows short. The sold-out
+// cache learns them (gen: the hotel's generation when the hold began).
+func (s *Store) refuseHold(ctx context.Context, tx pgx.Tx, req reservation.HoldRequest, got []time.Time, gen uint64) error {
 	var (
 		exists    bool
 		available []time.Time
@@ -156,7 +173,80 @@ func (s *Store) refuseHold(ctx context.Context, tx pgx.Tx, req reservation.HoldR
 	if len(got) == 0 {
 		got = available
 	}
-	return soldOut(req.Stay, req.Quantity, got)
+	failed := failedNights(req.Stay, got)
+	if s.soldOut != nil && len(got) < req.Stay.Nights() {
+		// Only nights that did lack rooms: not when they all came back.
+		s.soldOut.Learn(req.HotelID, req.RoomTypeID, failed, req.Quantity, gen)
+	}
+	return soldOutError(req.Stay, req.Quantity, failed)
+}
+
+// refuseKnownSoldOut answers a hold from the sold-out cache when it knows a
+// night of the stay lacks the rooms (ok); otherwise the hold goes on to the
+// database. A key with a stored answer is replayed instead; a key of a hold
+// still running in this process goes to the database, which waits for it.
+func (s *Store) refuseKnownSoldOut(ctx context.Context, req reservation.HoldRequest, idem *berth.Idem) (berth.Response, bool, error) {
+	dates := req.Stay.Dates()
+	nights := make([]string, len(dates))
+	for i, d := range dates {
+		nights[i] = d.String()
+	}
+	short := s.soldOut.Refuses(req.HotelID, req.RoomTypeID, nights, req.Quantity)
+	if len(short) == 0 {
+		return berth.Response{}, false, nil
+	}
+	refusal := soldOutError(req.Stay, req.Quantity, short)
+	if idem == nil {
+		return berth.Response{}, true, refusal
+	}
+	if s.holdRunning(req.HotelID, idem.Key) {
+		return berth.Response{}, false, nil
+	}
+	replay, err := storedResponse(ctx, s.db.pool, req.HotelID, idem)
+	switch {
+	case err == nil:
+		return *replay, true, nil
+	case !errors.Is(err, errRetry): // errRetry: no answer stored
+		return berth.Response{}, true, classify(err)
+	}
+	resp := berth.Response{}
+	resp.Status, resp.Body = idem.Render(nil, refusal)
+	return resp, true, nil
+}
+
+// UseSoldOutCache makes Hold refuse stays c knows to be sold out, and the
+// store's freeing commits (cancel, expiry, inventory) drop what c knows of
+// their hotel. Call it before serving.
+func (s *Store) UseSoldOutCache(c *soldout.Cache) { s.soldOut = c }
+
+// ForgetSoldOut drops what the sold-out cache knows of a hotel: another
+// process committed something that may have freed rooms.
+func (s *Store) ForgetSoldOut(hotelID string) {
+	if s.soldOut != nil {
+		s.soldOut.Forget(hotelID)
+	}
+}
+
+// inFlight marks a hold's key as running in this process until the
+// returned func is called.
+func (s *Store) inFlight(hotelID, key string) func() {
+	k := hotelID + "\x00" + key
+	s.mu.Lock()
+	s.inflight[k]++
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		if s.inflight[k]--; s.inflight[k] == 0 {
+			delete(s.inflight, k)
+		}
+		s.mu.Unlock()
+	}
+}
+
+func (s *Store) holdRunning(hotelID, key string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.inflight[hotelID+"\x00"+key] > 0
 }
 
 // replay answers a hold whose key was claimed already with the stored answer.

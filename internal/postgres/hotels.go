@@ -115,6 +115,7 @@ func (s *Store) CreateRoomType(ctx context.Context, rt reservation.RoomType) (re
 // nights); the CHECK constraint stays as the last fence. With onlyMissing,
 // existing nights are left alone (the rolling job).
 func (s *Store) SetInventory(ctx context.Context, hotelID, roomTypeID string, from, to reservation.Date, total int, onlyMissing bool) (int, error) {
+	defer s.ForgetSoldOut(hotelID) // rooms may come back
 	stay := reservation.Stay{CheckIn: from, CheckOut: to}
 	dates := make([]time.Time, 0, stay.Nights())
 	for _, d := range stay.Dates() {

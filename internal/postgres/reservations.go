@@ -81,8 +81,16 @@ func takeStay(ctx context.Context, tx pgx.Tx, region, hotelID, roomTypeID string
 
 // soldOut is the answer to a stay that could not be taken: the nights that
 // lacked rooms, from what the take got (got) or, when it got nothing, from
-// the committed state read afterwards (available).
+// the committed state read afterwards.
 func soldOut(stay reservation.Stay, qty int, got []time.Time) error {
+	return soldOutError(stay, qty, failedNights(stay, got))
+}
+
+// failedNights are the nights of the stay not in got; all of them when got
+// has every night (rooms came back between the take and the read: nothing
+// failed for good, but the request lost its turn, and is answered sold out
+// for every night rather than retried silently).
+func failedNights(stay reservation.Stay, got []time.Time) []string {
 	have := map[string]bool{}
 	for _, n := range got {
 		have[reservation.DateOf(n).String()] = true
@@ -94,13 +102,15 @@ func soldOut(stay reservation.Stay, qty int, got []time.Time) error {
 		}
 	}
 	if len(failed) == 0 {
-		// Rooms came back between the take and the read: nothing failed for
-		// good, but this request lost its turn; answer sold out for every
-		// night rather than retrying silently.
 		for _, d := range stay.Dates() {
 			failed = append(failed, d.String())
 		}
 	}
+	return failed
+}
+
+// soldOutError is the 409 sold_out answer naming the nights that failed.
+func soldOutError(stay reservation.Stay, qty int, failed []string) error {
 	return &berth.Error{Code: berth.CodeSoldOut,
 		Detail: fmt.Sprintf("%d of %d night(s) lack %d room(s)", len(failed), stay.Nights(), qty),
 		Extra:  map[string]any{"nights": failed}}
@@ -297,6 +307,9 @@ func (s *Store) Confirm(ctx context.Context, hotelID, reservationID, paymentRef 
 
 // Cancel cancels a live reservation and gives its nights back.
 func (s *Store) Cancel(ctx context.Context, hotelID, reservationID string, authorize func(guestID string) error, idem *berth.Idem) (berth.Response, error) {
+	// Rooms may come back: what the sold-out cache knows of the hotel goes
+	// the moment the cancel returns (its commit happened before).
+	defer s.ForgetSoldOut(hotelID)
 	return s.write(ctx, berth.KindHotel, hotelID, idem, func(tx pgx.Tx, b *pgx.Batch) (any, error) {
 		r, err := lockReservation(ctx, tx, hotelID, reservationID)
 		if err != nil {

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/berthhq/berth/internal/berth"
+	"github.com/berthhq/berth/internal/soldout"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -17,6 +19,11 @@ type Store struct {
 	db      *DB
 	region  string
 	holdTTL time.Duration
+	// soldOut, when set, refuses holds of stays known to be sold out.
+	soldOut *soldout.Cache
+
+	mu       sync.Mutex
+	inflight map[string]int // hotel + Idempotency-Key of holds in flight
 }
 
 // NewStore returns a store that writes for region.
@@ -24,7 +31,7 @@ func NewStore(db *DB, region string, holdTTL time.Duration) *Store {
 	if holdTTL <= 0 {
 		holdTTL = 10 * time.Minute
 	}
-	return &Store{db: db, region: region, holdTTL: holdTTL}
+	return &Store{db: db, region: region, holdTTL: holdTTL, inflight: map[string]int{}}
 }
 
 // DB returns the underlying database.

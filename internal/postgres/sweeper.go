@@ -19,9 +19,12 @@ import (
 // sorted by (hotel, room type, check-in), which makes the nights it locks
 // ascend within each room type — the partition's lock order.
 func (s *Store) ExpireHolds(ctx context.Context, limit int) (int, error) {
-	var expired int
+	var (
+		expired int
+		freed   []string // hotels whose rooms came back
+	)
 	err := s.db.InTx(ctx, func(tx pgx.Tx) error {
-		expired = 0
+		expired, freed = 0, freed[:0]
 		rows, err := tx.Query(ctx,
 			`SELECT `+reservationColumns+` FROM reservations
 			 WHERE status = 'held' AND hold_expires_at < now() AND home_region = $1
@@ -86,8 +89,16 @@ func (s *Store) ExpireHolds(ctx context.Context, limit int) (int, error) {
 			return fmt.Errorf("expire holds: %w", err)
 		}
 		expired = len(lapsed)
+		for _, r := range lapsed {
+			freed = append(freed, r.HotelID)
+		}
 		return nil
 	})
+	if err == nil {
+		for _, h := range freed {
+			s.ForgetSoldOut(h)
+		}
+	}
 	return expired, classify(err)
 }
 

@@ -1,0 +1,181 @@
+package postgres_test
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/berthhq/berth/internal/berth"
+	"github.com/berthhq/berth/internal/bookingtest"
+	"github.com/berthhq/berth/internal/dbtest"
+	"github.com/berthhq/berth/internal/postgres"
+	"github.com/berthhq/berth/internal/reservation"
+	"github.com/berthhq/berth/internal/soldout"
+	"github.com/google/uuid"
+)
+
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *fakeClock) add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+func renderAnswer(v any, err error) (int, []byte) {
+	if err != nil {
+		return http.StatusConflict, []byte(berth.ErrorCode(err))
+	}
+	return http.StatusCreated, []byte(v.(reservation.Reservation).ID)
+}
+
+// The sold-out cache refuses a flash sale's losers without a transaction,
+// yet a room freed by a cancel or an expiry is bookable at once through the
+// process that committed the freeing (every cancel racing the others), and
+// through another process as soon as it hears of it (the event) or after
+// the cache's TTL at the latest.
+func TestFreedRoomsAreBookableDespiteTheSoldOutCache(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := bookingtest.Start(t, bookingtest.Options{Region: "us-east"})
+	const rooms = 10
+	h := env.SeedHotel("", rooms, 0, bookingtest.Date(1), bookingtest.Date(5))
+	const ttl = time.Minute
+	clockA, clockB := &fakeClock{t: time.Now()}, &fakeClock{t: time.Now()}
+	a := postgres.NewStore(env.DB, "us-east", 10*time.Minute) // the process that cancels
+	a.UseSoldOutCache(soldout.New(ttl, clockA.now))
+	b := postgres.NewStore(env.DB, "us-east", 10*time.Minute) // another replica of the region
+	b.UseSoldOutCache(soldout.New(ttl, clockB.now))
+	in, _ := reservation.ParseDate(bookingtest.Date(2))
+	stay := reservation.Stay{CheckIn: in, CheckOut: in.AddDays(2)}
+	hold := func(s *postgres.Store, key string) (string, int) {
+		t.Helper()
+		if key == "" {
+			key = uuid.NewString()
+		}
+		resp, err := s.Hold(ctx, reservation.HoldRequest{ReservationID: uuid.NewString(), HotelID: h.ID, RoomTypeID: h.RoomTypeID,
+			GuestID: "g", Stay: stay, Quantity: 1}, &berth.Idem{Key: key, Hash: "h", Render: renderAnswer})
+		if err != nil {
+			t.Errorf("hold: %v", err)
+			return "", 0
+		}
+		if resp.Status == http.StatusConflict && string(resp.Body) != string(berth.CodeSoldOut) {
+			t.Errorf("hold: 409 %s", resp.Body)
+		}
+		return string(resp.Body), resp.Status
+	}
+	storedSoldOut := func() int {
+		var n int
+		if err := dbtest.SQL(env.DB).QueryRow(ctx, `SELECT count(*) FROM idempotency_keys WHERE partition_id = $1 AND response_status = 409`,
+			h.ID).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	sellOut := func(s *postgres.Store) []string {
+		t.Helper()
+		var ids []string
+		for len(ids) < rooms {
+			id, status := hold(s, "")
+			if status != http.StatusCreated {
+				t.Fatalf("hold %d of %d: %d", len(ids)+1, rooms, status)
+			}
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	cancel := func(s *postgres.Store, id string) {
+		t.Helper()
+		resp, err := s.Cancel(ctx, h.ID, id, func(string) error { return nil }, &berth.Idem{Key: uuid.NewString(), Hash: "c",
+			Render: func(any, error) (int, []byte) { return http.StatusOK, nil }})
+		if err != nil || resp.Status != http.StatusOK {
+			t.Fatalf("cancel %s: %d %v", id, resp.Status, err)
+		}
+	}
+
+	// Sold out: the first loser asks the database (its answer is stored
+	// with its key), the next ones are answered from the cache (nothing
+	// stored) — in both processes.
+	ids := sellOut(a)
+	before := storedSoldOut()
+	for range 20 {
+		if _, status := hold(a, ""); status != http.StatusConflict {
+			t.Fatalf("a loser got %d", status)
+		}
+		if _, status := hold(b, ""); status != http.StatusConflict {
+			t.Fatalf("a loser got %d", status)
+		}
+	}
+	if got := storedSoldOut() - before; got != 2 {
+		t.Fatalf("%d of 40 refusals went to the database, want 2 (one per process): the cache is not answering", got)
+	}
+	// A replay of a key the database answered is the stored answer, even
+	// when the cache would refuse.
+	key := uuid.NewString()
+	first, _ := hold(a, key)
+	if again, status := hold(a, key); status != http.StatusConflict || again != first {
+		t.Fatalf("replay: %d %s", status, again)
+	}
+
+	// Concurrent cancels in a: each canceller holds right after its cancel
+	// returned, and there is always a room for it — the cache must not
+	// refuse any of them.
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	results := make(chan int, rooms)
+	for _, id := range ids {
+		wg.Go(func() {
+			<-start
+			cancel(a, id)
+			_, status := hold(a, "")
+			results <- status
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(results)
+	for status := range results {
+		if status != http.StatusCreated {
+			t.Errorf("a hold right after its own cancel in the same process got %d", status)
+		}
+	}
+	if _, status := hold(a, ""); status != http.StatusConflict {
+		t.Fatalf("sold out again, but a hold got %d", status)
+	}
+
+	// Expiry: the sweeper's commit frees the rooms; holds right after it win.
+	if _, err := dbtest.SQL(env.DB).Exec(ctx, `UPDATE reservations SET hold_expires_at = now() - INTERVAL '1 minute'
+		WHERE hotel_id = $1 AND status = 'held'`, h.ID); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := a.ExpireHolds(ctx, 100); err != nil || n != rooms {
+		t.Fatalf("expire: %d %v", n, err)
+	}
+	ids = sellOut(a)
+
+	// Another process learns of a cancel through its event (ForgetSoldOut)…
+	if _, status := hold(b, ""); status != http.StatusConflict {
+		t.Fatalf("sold out, but b's hold got %d", status)
+	}
+	cancel(a, ids[0])
+	b.ForgetSoldOut(h.ID)
+	if _, status := hold(b, ""); status != http.StatusCreated {
+		t.Errorf("after the cancel's event, b's hold got %d", status)
+	}
+	// …and without the event after the TTL at the latest.
+	if _, status := hold(b, ""); status != http.StatusConflict {
+		t.Fatalf("sold out, but b's hold got %d", status)
+	}
+	cancel(a, ids[1])
+	clockB.add(ttl)
+	if _, status := hold(b, ""); status != http.StatusCreated {
+		t.Errorf("a TTL after the cancel, b's hold got %d", status)
+	}
+	env.AssertInventory()
+}
