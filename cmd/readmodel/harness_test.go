@@ -78,10 +78,11 @@ func (s *stack) startRelay(region string, hook func(context.Context, []events.Re
 		s.t.Fatal(err)
 	}
 	cfg := natsbus.RelayConfig{Region: region, Poll: 10 * time.Millisecond, MaxBackoff: 500 * time.Millisecond, Log: s.quiet}
+	var out natsbus.Outbox = s.regions[region].Store
 	if hook != nil {
-		cfg.AfterPublish = hook
+		out = hookedOutbox{Outbox: out, afterPublish: hook}
 	}
-	relay := natsbus.NewRelay(js, s.regions[region].Store, cfg)
+	relay := natsbus.NewRelay(js, out, cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	rr := &relayRun{relay: relay, cancel: cancel, done: make(chan struct{})}
 	go func() {
@@ -91,6 +92,28 @@ func (s *stack) startRelay(region string, hook func(context.Context, []events.Re
 	}()
 	s.relays[region] = rr
 	return relay
+}
+
+// hookedOutbox runs afterPublish once the broker acknowledged a batch and
+// before the batch is marked sent; an error abandons the batch as a crash
+// would (the chaos tests kill the relay at that worst moment).
+type hookedOutbox struct {
+	natsbus.Outbox
+	afterPublish func(ctx context.Context, recs []events.Record) error
+}
+
+func (o hookedOutbox) RelayOutbox(ctx context.Context, limit int,
+	publish func(ctx context.Context, recs []events.Record) ([]string, error)) (int, error) {
+	return o.Outbox.RelayOutbox(ctx, limit, func(ctx context.Context, recs []events.Record) ([]string, error) {
+		acked, err := publish(ctx, recs)
+		if ctx.Err() != nil {
+			return acked, err
+		}
+		if herr := o.afterPublish(ctx, recs); herr != nil {
+			return nil, herr
+		}
+		return acked, err
+	})
 }
 
 func (s *stack) stopRelay(region string) {

@@ -33,10 +33,6 @@ type RelayConfig struct {
 	MaxBackoff time.Duration // cap of the backoff when NATS or the DB fails (5s)
 	AckTimeout time.Duration // per batch wait for PubAcks (5s)
 	Log        *slog.Logger
-	// AfterPublish, when set, runs after the broker acknowledged a batch
-	// and before it is marked sent; an error abandons the batch as a crash
-	// would (tests use it to kill the relay at the worst moment).
-	AfterPublish func(ctx context.Context, recs []events.Record) error
 	// TracerProvider makes the producer spans of traced events (default
 	// the global provider).
 	TracerProvider trace.TracerProvider
@@ -194,11 +190,6 @@ func (r *Relay) publish(ctx context.Context, recs []events.Record) ([]string, er
 		}
 		if !failed[rec.PartitionID] {
 			acked = append(acked, rec.EventID)
-		}
-	}
-	if r.cfg.AfterPublish != nil {
-		if err := r.cfg.AfterPublish(ctx, recs); err != nil {
-			return nil, err
 		}
 	}
 	return acked, firstErr
