@@ -39,7 +39,11 @@ type ConsumerConfig struct {
 	// failure the message is published to the dead-letter subject and acked.
 	MaxDeliver int
 	AckWait    time.Duration // (30s)
-	Workers    int           // messages handled concurrently (8)
+	// HandleTimeout bounds one run of the handler (default AckWait: after
+	// it the broker redelivers anyway). It also bounds how long a stop waits
+	// for the messages in flight.
+	HandleTimeout time.Duration
+	Workers       int // messages handled concurrently (8)
 	// DeliverNew starts a newly created consumer at the end of the stream
 	// instead of its beginning (cache invalidation has no use for history).
 	DeliverNew bool
@@ -80,6 +84,9 @@ func Consume(ctx context.Context, js jetstream.JetStream, cfg ConsumerConfig, h 
 	if cfg.AckWait <= 0 {
 		cfg.AckWait = 30 * time.Second
 	}
+	if cfg.HandleTimeout <= 0 {
+		cfg.HandleTimeout = cfg.AckWait
+	}
 	if cfg.Workers <= 0 {
 		cfg.Workers = 8
 	}
@@ -93,13 +100,18 @@ func Consume(ctx context.Context, js jetstream.JetStream, cfg ConsumerConfig, h 
 	}
 	log := cfg.Log.With("consumer", cfg.Durable)
 	tr := tracer(cfg.TracerProvider)
-	fails := &failureCounts{}
+	fails := &failureCounts{max: maxFailureCounts}
 	work := make(chan jetstream.Msg)
 	var wg sync.WaitGroup
 	for range cfg.Workers {
 		wg.Go(func() {
 			for msg := range work {
-				handle(context.WithoutCancel(ctx), js, cfg, log, tr, h, msg, fails)
+				// A message in flight is finished even when ctx ends (its
+				// effect and its ack belong together), but never for longer
+				// than HandleTimeout: a stuck handler cannot hold up a stop.
+				hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.HandleTimeout)
+				handle(hctx, js, cfg, log, tr, h, msg, fails)
+				cancel()
 			}
 		})
 	}
@@ -269,17 +281,35 @@ func handle(ctx context.Context, js jetstream.JetStream, cfg ConsumerConfig, log
 // that failed on its own account (not transiently), so that an outage of a
 // dependency never brings a good message closer to the dead-letter subject.
 // Counts live in this process: a restart gives a message its full budget
-// again, which errs on the side of retrying.
+// again, which errs on the side of retrying. So does the bound: a count is
+// dropped when its message is handled or dead-lettered, but a message that
+// another process finished, or that left the stream, would leave its count
+// behind for ever; past max counts the oldest message (lowest sequence)
+// loses its count.
 type failureCounts struct {
-	mu sync.Mutex
-	n  map[uint64]uint64
+	mu  sync.Mutex
+	max int
+	n   map[uint64]uint64
 }
+
+// maxFailureCounts bounds the messages counted at once: far more than fail
+// together in practice, a few hundred kilobytes at most.
+const maxFailureCounts = 10_000
 
 func (f *failureCounts) inc(seq uint64) uint64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.n == nil {
 		f.n = map[uint64]uint64{}
+	}
+	if _, known := f.n[seq]; !known && f.max > 0 && len(f.n) >= f.max {
+		first, oldest := true, uint64(0)
+		for s := range f.n {
+			if first || s < oldest {
+				first, oldest = false, s
+			}
+		}
+		delete(f.n, oldest)
 	}
 	f.n[seq]++
 	return f.n[seq]
