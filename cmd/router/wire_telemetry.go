@@ -30,7 +30,7 @@ func wordSet(words ...string) map[string]bool {
 // middleware: a span continuing the client's trace (the upstream transport
 // carries it on to the booking service), RED metrics per route template.
 func instrument(tel *telemetry.Telemetry, rt *router.Router) http.Handler {
-	metrics := tel.MetricsHandler(telemetry.TextGatherer(rt))
+	metrics := tel.MetricsHandler(telemetry.TextGatherer(rt.WriteMetrics))
 	traced := tel.Middleware(telemetry.Routed(func(r *http.Request) string {
 		return telemetry.PathTemplate(r.URL.Path, apiWords)
 	}, rt))

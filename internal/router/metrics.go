@@ -2,7 +2,7 @@ package router
 
 import (
 	"fmt"
-	"net/http"
+	"io"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -37,8 +37,7 @@ func (m *metrics) observe(class string, status int, d time.Duration) {
 	m.mu.Unlock()
 }
 
-func (m *metrics) write(w http.ResponseWriter, dir placement.Stats, writes WriteCounter) {
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+func (m *metrics) write(w io.Writer, dir placement.Stats, writes WriteCounter) {
 	m.mu.Lock()
 	keys := make([][2]string, 0, len(m.requests))
 	for k := range m.requests {

@@ -169,6 +169,11 @@ func isRead(method string) bool {
 	return method == http.MethodGet || method == http.MethodHead || method == http.MethodOptions
 }
 
+// WriteMetrics writes the router's own counters as Prometheus text.
+func (rt *Router) WriteMetrics(w io.Writer) {
+	rt.metrics.write(w, rt.cfg.Directory.Stats(), rt.cfg.Writes)
+}
+
 // ServeHTTP routes one request.
 func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
@@ -187,7 +192,8 @@ func (rt *Router) serve(w *statusWriter, r *http.Request) string {
 		rt.readyz(w, r)
 		return "own"
 	case "/metrics":
-		rt.metrics.write(w, rt.cfg.Directory.Stats(), rt.cfg.Writes)
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		rt.WriteMetrics(w)
 		return "own"
 	}
 	// Hostile bytes stop at the platform's edge, with the booking service's

@@ -1,9 +1,10 @@
 package telemetry
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -12,18 +13,15 @@ import (
 	"github.com/prometheus/common/model"
 )
 
-// TextGatherer adapts a handler that writes its own Prometheus text (the
-// router's hand-rolled counters) so MetricsHandler can serve its families
-// next to the OTel ones on one /metrics.
-func TextGatherer(h http.Handler) prometheus.Gatherer {
+// TextGatherer adapts a writer of Prometheus text (the router's
+// hand-rolled counters) so MetricsHandler can serve its families next to
+// the OTel ones on one /metrics.
+func TextGatherer(write func(io.Writer)) prometheus.Gatherer {
 	return prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-		if rec.Code != http.StatusOK {
-			return nil, fmt.Errorf("legacy metrics: status %d", rec.Code)
-		}
+		var buf bytes.Buffer
+		write(&buf)
 		p := expfmt.NewTextParser(model.UTF8Validation)
-		fams, err := p.TextToMetricFamilies(rec.Body)
+		fams, err := p.TextToMetricFamilies(&buf)
 		if err != nil {
 			return nil, fmt.Errorf("legacy metrics: %w", err)
 		}

@@ -269,9 +269,9 @@ func TestNATSHeaders(t *testing.T) {
 // A handler's own Prometheus text is served next to the OTel families.
 func TestTextGatherer(t *testing.T) {
 	tel, _ := setup(t)
-	legacy := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	legacy := func(w io.Writer) {
 		_, _ = io.WriteString(w, "# HELP berth_router_requests_total Requests.\n# TYPE berth_router_requests_total counter\nberth_router_requests_total{class=\"write\",status=\"201\"} 3\n")
-	})
+	}
 	tel.BookingOutcome(context.Background(), "hotel.hold", "ok")
 	rec := httptest.NewRecorder()
 	tel.MetricsHandler(telemetry.TextGatherer(legacy)).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
