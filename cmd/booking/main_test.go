@@ -83,7 +83,7 @@ func startServiceWith(t *testing.T, opts serviceOptions) *service {
 		spans = tracetest.NewInMemoryExporter()
 	}
 	cfg := serveConfig{
-		Region: "us-east", Addr: "127.0.0.1:0", DatabaseURL: url, TokenSecret: bookingtest.Secret,
+		Region: "us-east", Addr: "127.0.0.1:0", DatabaseURL: url, TokenSecret: bookingtest.Secret, TokenMaxTTL: auth.DefaultMaxLifetime,
 		Isolation: postgres.ReadCommitted, HoldTTL: 10 * time.Minute,
 		// Long lock and statement timeouts: the shutdown test parks requests
 		// behind a row lock on purpose.

@@ -48,10 +48,11 @@ func removeHopHeaders(h http.Header) {
 //     client gets 503 with Retry-After, never the 421: a 421 is the
 //     router's business, not the client's.
 //   - connection error: re-send once when rte.mayRetry (reads; writes with an
-//     Idempotency-Key, which the booking service deduplicates) — a write to
-//     the home region that the database says has moved meanwhile (a dead
-//     region drained) to the new home —, else — or when the retry fails
-//     too — 503 unavailable with Retry-After.
+//     Idempotency-Key, which the booking service deduplicates). A write
+//     first asks the database where its partition lives, so that after a
+//     dead home region was drained the retry goes to the new home.
+//     Otherwise — or when the retry fails too — 503 unavailable with
+//     Retry-After.
 func (rt *Router) forward(w *statusWriter, r *http.Request, body []byte, target *url.URL, home string, rte route) {
 	var (
 		retried bool

@@ -42,6 +42,9 @@ func geoOp(kind, client, home string) string { return kind + " " + client + ">" 
 func (e *Env) RunGeo(ctx context.Context, o Geo) (*report.Report, error) {
 	cfg := o.Load.config()
 	cfg["hotels_per_region"], cfg["rooms"], cfg["foreign_share"], cfg["reads_per_write"] = o.HotelsPerRegion, o.Rooms, o.Foreign, o.ReadsPerWrite
+	if o.HotelsPerRegion < 1 || o.Foreign < 0 || o.Foreign > 1 || o.ReadsPerWrite < 0 || o.Window < 4 {
+		return nil, fmt.Errorf("geo: want --hotels-per-region ≥ 1, --foreign in [0, 1], --reads-per-write ≥ 0, --window ≥ 4")
+	}
 	regions := e.Client.Targets.Regions
 	r := e.newReport("geo", cfg)
 	if len(regions) < 2 {

@@ -34,6 +34,9 @@ type OriginFollow struct {
 func (e *Env) RunOriginFollow(ctx context.Context, o OriginFollow) (*report.Report, error) {
 	cfg := o.Load.config()
 	cfg["home"], cfg["guests"], cfg["phase"], cfg["balance"] = o.Home, o.Guests, o.Phase.String(), o.Balance
+	if o.Home == o.Guests || o.Phase <= 0 {
+		return nil, fmt.Errorf("origin-follow: want --home and --guests to differ and a positive --phase")
+	}
 	for _, reg := range []string{o.Home, o.Guests} {
 		if e.Client.Targets.Kind[reg] != "router" {
 			return e.skipped("origin-follow", cfg, "region "+reg+" has no router answering"), nil
