@@ -69,6 +69,9 @@ func (s *Store) Hold(ctx context.Context, req reservation.HoldRequest, idem *ber
 	}
 	for attempt := 0; ; attempt++ {
 		resp, got, err := s.hold(ctx, req, idem, gen)
+		if err == nil && s.soldOut != nil && (idem == nil || resp.Status < 300) {
+			s.soldOut.Taken(req.HotelID, req.RoomTypeID, nightsOf(req.Stay))
+		}
 		switch {
 		case errors.Is(err, errKeyTaken):
 			resp, err = s.replay(ctx, req.HotelID, idem)
@@ -186,12 +189,7 @@ func (s *Store) refuseHold(ctx context.Context, tx pgx.Tx, req reservation.HoldR
 // database. A key with a stored answer is replayed instead; a key of a hold
 // still running in this process goes to the database, which waits for it.
 func (s *Store) refuseKnownSoldOut(ctx context.Context, req reservation.HoldRequest, idem *berth.Idem) (berth.Response, bool, error) {
-	dates := req.Stay.Dates()
-	nights := make([]string, len(dates))
-	for i, d := range dates {
-		nights[i] = d.String()
-	}
-	short := s.soldOut.Refuses(req.HotelID, req.RoomTypeID, nights, req.Quantity)
+	short := s.soldOut.Refuses(req.HotelID, req.RoomTypeID, nightsOf(req.Stay), req.Quantity)
 	if len(short) == 0 {
 		return berth.Response{}, false, nil
 	}
@@ -212,6 +210,15 @@ func (s *Store) refuseKnownSoldOut(ctx context.Context, req reservation.HoldRequ
 	resp := berth.Response{}
 	resp.Status, resp.Body = idem.Render(nil, refusal)
 	return resp, true, nil
+}
+
+func nightsOf(stay reservation.Stay) []string {
+	dates := stay.Dates()
+	nights := make([]string, len(dates))
+	for i, d := range dates {
+		nights[i] = d.String()
+	}
+	return nights
 }
 
 // UseSoldOutCache makes Hold refuse stays c knows to be sold out, and the

@@ -7,7 +7,8 @@
 //
 // An entry is dropped when rooms may have come back: by the process's own
 // freeing commits (cancel, expiry, new inventory) the moment they return,
-// by events of other processes' commits, and after the TTL at the latest.
+// by events of other processes' commits, and after the TTL — plus the one
+// hold then let through to the database — at the latest.
 // A refusal learnt by a hold that started before such a drop is not kept
 // (per-hotel generations), so a freeing commit is never undone by a late
 // answer computed before it.
@@ -37,6 +38,10 @@ type hotel struct {
 type entry struct {
 	qty int
 	at  time.Time
+	// probe is when a hold was let through to the database to refresh the
+	// expired entry; until its answer (or a further TTL) the others are
+	// still refused, so an expiry does not send a whole crowd at once.
+	probe time.Time
 }
 
 // New returns a cache whose entries live at most ttl; now is the clock
@@ -85,15 +90,19 @@ func (c *Cache) Learn(hotelID, roomTypeID string, nights []string, qty int, gen 
 	}
 	now := c.now()
 	for _, n := range nights {
-		if e, ok := rt[n]; ok && e.qty <= qty && now.Sub(e.at) < c.ttl {
-			continue
+		if e, ok := rt[n]; ok && e.qty < qty && now.Sub(e.at) < c.ttl {
+			continue // a smaller refusal is fresh already
 		}
 		rt[n] = entry{qty: qty, at: now}
 	}
 }
 
 // Refuses returns the nights of the stay known to lack qty rooms, or nil
-// when the cache knows of none (then only the database can answer).
+// when the cache knows of none (then only the database can answer). When
+// what it knows has expired, the first caller gets nil — it asks the
+// database, and its answer refreshes the entry (Learn) or drops it (Taken)
+// — and the others are still refused until that answer, or a further TTL
+// if it never comes.
 func (c *Cache) Refuses(hotelID, roomTypeID string, nights []string, qty int) []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -103,21 +112,45 @@ func (c *Cache) Refuses(hotelID, roomTypeID string, nights []string, qty int) []
 	}
 	rt := h.lack[roomTypeID]
 	now := c.now()
-	var short []string
+	var short, stale, probing []string
 	for _, n := range nights {
 		e, ok := rt[n]
-		if !ok {
-			continue
-		}
-		if now.Sub(e.at) >= c.ttl {
-			delete(rt, n)
-			continue
-		}
-		if qty >= e.qty {
+		switch {
+		case !ok || qty < e.qty:
+		case now.Sub(e.at) < c.ttl:
 			short = append(short, n)
+		case !e.probe.IsZero() && now.Sub(e.probe) < c.ttl:
+			probing = append(probing, n)
+		case now.Sub(e.at) >= 2*c.ttl && e.probe.IsZero():
+			delete(rt, n) // long unused
+		default:
+			stale = append(stale, n)
 		}
 	}
-	return short
+	if len(short) > 0 {
+		return short
+	}
+	if len(probing) > 0 {
+		return probing
+	}
+	for _, n := range stale {
+		e := rt[n]
+		e.probe = now
+		rt[n] = e
+	}
+	return nil
+}
+
+// Taken drops what the cache knows of nights a hold just took: the rooms
+// were there.
+func (c *Cache) Taken(hotelID, roomTypeID string, nights []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if h := c.hotels[hotelID]; h != nil {
+		for _, n := range nights {
+			delete(h.lack[roomTypeID], n)
+		}
+	}
 }
 
 // Forget drops what the cache knows of a hotel: rooms may have come back.

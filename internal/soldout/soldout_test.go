@@ -44,7 +44,28 @@ func TestRefusesWhatItLearntUntilForgottenOrExpired(t *testing.T) {
 	}
 	clk.t = clk.t.Add(time.Millisecond)
 	if got := c.Refuses("h", "rt", stay, 2); got != nil {
-		t.Errorf("at the TTL: still refuses %v", got)
+		t.Errorf("at the TTL, the first caller (the probe) is refused %v", got)
+	}
+	if got := c.Refuses("h", "rt", stay, 2); len(got) != 1 {
+		t.Errorf("while the probe runs, the others are not refused: %v", got)
+	}
+	c.Taken("h", "rt", []string{"2027-01-02"})
+	if got := c.Refuses("h", "rt", stay, 2); got != nil {
+		t.Errorf("the probe took the night, yet refuses %v", got)
+	}
+	// A probe that never answers holds the others back one more TTL only.
+	c.Learn("h", "rt", []string{"2027-01-02"}, 2, c.Generation("h"))
+	clk.t = clk.t.Add(time.Second)
+	if c.Refuses("h", "rt", stay, 2) != nil || c.Refuses("h", "rt", stay, 2) == nil {
+		t.Error("want one probe, then refusals")
+	}
+	clk.t = clk.t.Add(time.Second)
+	if got := c.Refuses("h", "rt", stay, 2); got != nil {
+		t.Errorf("a TTL after a silent probe, a new probe is refused %v", got)
+	}
+	c.Learn("h", "rt", []string{"2027-01-02"}, 2, c.Generation("h"))
+	if got := c.Refuses("h", "rt", stay, 2); len(got) != 1 {
+		t.Errorf("the probe's refusal refreshes the entry, yet refuses %v", got)
 	}
 	c.Learn("h", "rt", []string{"2027-01-02"}, 1, c.Generation("h"))
 	c.Forget("h")
