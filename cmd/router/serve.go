@@ -183,7 +183,14 @@ func run(ctx context.Context, cfg serveConfig, stdout io.Writer, ready chan<- st
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			counter.Run(countCtx, time.Second, func(err error) { log.Warn("write origins not recorded", "err", err) })
+			// Redis down means a failure every second: say so once a minute.
+			var lastWarn time.Time
+			counter.Run(countCtx, time.Second, func(err error) {
+				if time.Since(lastWarn) >= time.Minute {
+					lastWarn = time.Now()
+					log.Warn("write origins not recorded (placement by origin sees fewer writes; requests are unaffected)", "err", err)
+				}
+			})
 		}()
 		stopCounts = func() { cancel(); <-done }
 		writes = counter

@@ -369,8 +369,8 @@ func (rep *drillReport) markdown() string {
 	if len(rec) > 0 {
 		fmt.Fprintf(&b, "**Time to recovery** (kill → first successful hold of each of the %d drained hotels): median %s, max %s; "+
 			"from the start of the drain: median %s, max %s. The drain moved %d partitions in %s.\n\n",
-			len(rec), rec[len(rec)/2].Round(time.Millisecond), rec[len(rec)-1].Round(time.Millisecond),
-			fromDrain[len(fromDrain)/2].Round(time.Millisecond), fromDrain[len(fromDrain)-1].Round(time.Millisecond),
+			len(rec), median(rec).Round(time.Millisecond), rec[len(rec)-1].Round(time.Millisecond),
+			median(fromDrain).Round(time.Millisecond), fromDrain[len(fromDrain)-1].Round(time.Millisecond),
 			rep.Moved, rep.DrainFor.Round(time.Millisecond))
 	}
 	b.WriteString("| phase | partitions | attempts | ok | other answers |\n|---|---|---:|---:|---|\n")
@@ -398,6 +398,15 @@ func (rep *drillReport) markdown() string {
 		"(%d of them present, %d absent); invariant violations (booking verify): %d.\n",
 		a.Holds, a.OKExactlyOnce, a.Lost, a.Duplicated, a.Phantom, rep.Unresolved, a.UnresolvedExist, a.UnresolvedAbsent, rep.Violations)
 	return b.String()
+}
+
+// median of sorted durations (the mean of the middle two when even).
+func median(sorted []time.Duration) time.Duration {
+	n := len(sorted)
+	if n%2 == 1 {
+		return sorted[n/2]
+	}
+	return (sorted[n/2-1] + sorted[n/2]) / 2
 }
 
 func fmtCounts(m map[string]int) string {
