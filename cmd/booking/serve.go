@@ -56,7 +56,7 @@ func loadServeConfig(cmd *cobra.Command) (serveConfig, error) {
 	c.DatabaseURL = config.Env("BERTH_DATABASE_URL", "")
 	c.TokenSecret = config.Env("BERTH_TOKEN_SECRET", "")
 	c.LogFormat = config.Env("BERTH_LOG_FORMAT", "json")
-	c.TokenMaxTTL, err = auth.MaxLifetimeFromEnv()
+	c.TokenMaxTTL, err = auth.ParseMaxLifetime(config.Env(auth.MaxLifetimeEnvVar, ""))
 	errs.Check(err)
 	c.Isolation, err = postgres.ParseIsolation(config.Env("BERTH_ISOLATION", "read_committed"))
 	if err != nil {

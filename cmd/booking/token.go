@@ -30,7 +30,7 @@ longer-lived tokens.`,
 			// The services refuse tokens living longer than
 			// BERTH_TOKEN_MAX_TTL, so minting one would only make a token
 			// that never works.
-			maxTTL, err := auth.MaxLifetimeFromEnv()
+			maxTTL, err := auth.ParseMaxLifetime(config.Env(auth.MaxLifetimeEnvVar, ""))
 			if err != nil {
 				return cli.Usage(err)
 			}

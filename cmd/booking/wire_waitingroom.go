@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"os"
 
 	"github.com/berthhq/berth/internal/cli"
 	"github.com/berthhq/berth/internal/waitingroom"
@@ -12,7 +13,7 @@ import (
 // same values the routers serve the waiting room with). The gate verifies
 // access tokens with the shared keys; it needs no Redis.
 func wireWaitingRoom(_ context.Context, w *wiring) error {
-	windows, keys, err := waitingroom.FromEnv()
+	windows, keys, err := waitingroom.Parse(os.Getenv(waitingroom.WindowsEnvVar), os.Getenv(waitingroom.KeysEnvVar))
 	if err != nil {
 		return cli.Usage(err)
 	}

@@ -55,7 +55,7 @@ func loadServeConfig(cmd *cobra.Command) (serveConfig, error) {
 	c.NATSURL = config.Env("BERTH_NATS_URL", "")
 	c.TokenSecret = config.Env("BERTH_TOKEN_SECRET", "")
 	c.LogFormat = config.Env("BERTH_LOG_FORMAT", "json")
-	c.TokenMaxTTL, err = auth.MaxLifetimeFromEnv()
+	c.TokenMaxTTL, err = auth.ParseMaxLifetime(config.Env(auth.MaxLifetimeEnvVar, ""))
 	errs.Check(err)
 	c.Workers, err = config.Int("BERTH_READMODEL_WORKERS", 16)
 	errs.Check(err)

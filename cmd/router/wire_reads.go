@@ -3,6 +3,7 @@ package main
 import (
 	"log/slog"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/berthhq/berth/internal/auth"
@@ -29,11 +30,11 @@ func loadReadsConfig(errs *config.Errors) readsConfig {
 	)
 	c.RedisURL = config.Env("BERTH_REDIS_URL", "")
 	c.TokenSecret = config.Env("BERTH_TOKEN_SECRET", "")
-	c.TokenMaxTTL, err = auth.MaxLifetimeFromEnv()
+	c.TokenMaxTTL, err = auth.ParseMaxLifetime(config.Env(auth.MaxLifetimeEnvVar, ""))
 	errs.Check(err)
-	c.Rules, err = ratelimit.RulesFromEnv()
+	c.Rules, err = ratelimit.ParseRules(ratelimit.EnvVar, os.Getenv(ratelimit.EnvVar))
 	errs.Check(err)
-	c.Windows, c.Keys, err = waitingroom.FromEnv()
+	c.Windows, c.Keys, err = waitingroom.Parse(os.Getenv(waitingroom.WindowsEnvVar), os.Getenv(waitingroom.KeysEnvVar))
 	errs.Check(err)
 	if (len(c.Rules) > 0 || len(c.Windows) > 0) && c.RedisURL == "" {
 		errs.Add("BERTH_REDIS_URL: required when BERTH_RATE_LIMITS or BERTH_WAITING_ROOMS is set")

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/berthhq/berth/internal/berth"
-	"github.com/berthhq/berth/internal/config"
 	"github.com/golang-jwt/jwt/v5"
 )
 
@@ -61,16 +60,23 @@ func New(secret string, opts ...Option) (*Tokens, error) {
 // MaxLifetime returns the longest lifetime a token may have.
 func (t *Tokens) MaxLifetime() time.Duration { return t.maxLifetime }
 
-// MaxLifetimeFromEnv reads BERTH_TOKEN_MAX_TTL (default DefaultMaxLifetime),
-// which must lie between 1m and 30 days; every binary that mints or
-// verifies tokens reads the same variable, so they agree.
-func MaxLifetimeFromEnv() (time.Duration, error) {
-	d, err := config.Duration("BERTH_TOKEN_MAX_TTL", DefaultMaxLifetime)
+// MaxLifetimeEnvVar names the longest token lifetime; every binary that
+// mints or verifies tokens reads the same variable, so they agree.
+const MaxLifetimeEnvVar = "BERTH_TOKEN_MAX_TTL"
+
+// ParseMaxLifetime parses the value of BERTH_TOKEN_MAX_TTL ("" is
+// DefaultMaxLifetime), which must lie between 1m and 30 days. The binary
+// reads the environment and hands the value here.
+func ParseMaxLifetime(v string) (time.Duration, error) {
+	if v == "" {
+		return DefaultMaxLifetime, nil
+	}
+	d, err := time.ParseDuration(v)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("%s=%q: want a duration such as 24h", MaxLifetimeEnvVar, v)
 	}
 	if d < time.Minute || d > 30*24*time.Hour {
-		return 0, fmt.Errorf("BERTH_TOKEN_MAX_TTL=%s: want 1m to 720h", d)
+		return 0, fmt.Errorf("%s=%s: want 1m to 720h", MaxLifetimeEnvVar, d)
 	}
 	return d, nil
 }

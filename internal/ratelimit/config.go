@@ -3,7 +3,6 @@ package ratelimit
 import (
 	"fmt"
 	"math"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -136,6 +135,3 @@ func parseLimit(spec string) (Limit, error) {
 	}
 	return lim, nil
 }
-
-// RulesFromEnv reads BERTH_RATE_LIMITS (unset: no limits).
-func RulesFromEnv() (Rules, error) { return ParseRules(EnvVar, os.Getenv(EnvVar)) }

@@ -184,15 +184,16 @@ func (in Instance) AdmittedAt(p int64) time.Time {
 	return in.Opens.Add(time.Duration(math.Ceil(float64(p) / in.Rate * float64(time.Second))))
 }
 
-// FromEnv reads BERTH_WAITING_ROOMS and BERTH_WAITING_ROOM_KEYS. With no
+// Parse reads the values of BERTH_WAITING_ROOMS and
+// BERTH_WAITING_ROOM_KEYS (the binary reads the environment). With no
 // windows it returns no windows and no keys (no waiting room); windows
 // without keys are an error.
-func FromEnv() (map[string]Window, *Keyring, error) {
-	w, err := ParseWindows(WindowsEnvVar, os.Getenv(WindowsEnvVar))
+func Parse(windows, keys string) (map[string]Window, *Keyring, error) {
+	w, err := ParseWindows(WindowsEnvVar, windows)
 	if err != nil || len(w) == 0 {
 		return nil, nil, err
 	}
-	kr, err := ParseKeys(KeysEnvVar, os.Getenv(KeysEnvVar))
+	kr, err := ParseKeys(KeysEnvVar, keys)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w (required when %s is set)", err, WindowsEnvVar)
 	}
