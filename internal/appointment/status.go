@@ -1,33 +1,34 @@
 package appointment
 
-// ConfirmAction is what a confirm does to an appointment in a given state.
-type ConfirmAction int
+import "github.com/berthhq/berth/internal/reservation"
+
+// ConfirmAction is what a confirm does to an appointment in a given state:
+// the same transitions as a hotel reservation's (reservation.OnConfirm),
+// with a slot where a reservation has nights.
+type ConfirmAction = reservation.ConfirmAction
 
 // The outcomes of a confirm request.
 const (
 	// ConfirmNow: the appointment is held — even if its hold lapsed; it is
 	// confirmed if it still occupies its slot (nobody took it meanwhile).
-	ConfirmNow ConfirmAction = iota
+	ConfirmNow = reservation.ConfirmNow
 	// ConfirmAlready: confirmed already; answer with it, change nothing.
-	ConfirmAlready
+	ConfirmAlready = reservation.ConfirmAlready
 	// ConfirmRetake: someone else's hold gave it up; try to take the slot
 	// again, or request a refund.
-	ConfirmRetake
+	ConfirmRetake = reservation.ConfirmRetake
 	// ConfirmRefuse: the transition is not allowed (cancelled, no-show).
-	ConfirmRefuse
+	ConfirmRefuse = reservation.ConfirmRefuse
 )
 
-// OnConfirm decides what a confirm does.
+// OnConfirm decides what a confirm does: reservation.OnConfirm for the
+// states an appointment shares with a reservation (held, confirmed,
+// expired, cancelled, spelt alike), and a refusal for a no-show.
 func OnConfirm(s Status) ConfirmAction {
-	switch s {
-	case StatusHeld:
-		return ConfirmNow
-	case StatusConfirmed:
-		return ConfirmAlready
-	case StatusExpired:
-		return ConfirmRetake
+	if s == StatusNoShow {
+		return ConfirmRefuse
 	}
-	return ConfirmRefuse
+	return reservation.OnConfirm(reservation.Status(s))
 }
 
 // CanCancel reports whether an appointment in status s may be cancelled.

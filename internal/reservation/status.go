@@ -14,7 +14,8 @@ const (
 // Live reports whether a reservation in status s takes inventory.
 func (s Status) Live() bool { return s == StatusHeld || s == StatusConfirmed }
 
-// ConfirmAction is what a confirm does to a reservation in a given state.
+// ConfirmAction is what a confirm does to a reservation (or, with a slot
+// for its nights, an appointment: appointment.OnConfirm) in a given state.
 type ConfirmAction int
 
 // The outcomes of a confirm request.
