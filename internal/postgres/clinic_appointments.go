@@ -11,7 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// See ClinicStore for the lock order every function here follows.
+// Every function here follows the clinic lock order of
+// docs/adr/0003-lock-order.md.
 
 const appointmentColumns = `appointment_id::TEXT, clinic_id::TEXT, doctor_id::TEXT, slot_id::TEXT, guest_id, starts_at, ends_at,
 	local_date, status, hold_expires_at, channel, created_by_subject, created_by_role, COALESCE(payment_ref, ''),
@@ -49,7 +50,7 @@ func appointmentEvent(typ string, a appointment.Appointment) event {
 }
 
 // lockGuestDays locks (creating if needed) the guest's day rows of a doctor,
-// ascending by day: step 2 of the lock order. Every write that may give the
+// ascending by day: step 2 of the clinic lock order (docs/adr/0003-lock-order.md). Every write that may give the
 // guest a new live appointment on one of these days holds the row, so the
 // count that follows cannot be beaten by a parallel request.
 func lockGuestDays(ctx context.Context, tx pgx.Tx, clinicID, region, doctorID, guestID string, days []time.Time) error {

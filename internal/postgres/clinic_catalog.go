@@ -17,21 +17,10 @@ import (
 // shares the Store's database, fence and idempotency machinery and adds the
 // clinic hold TTL (BERTH_SLOT_HOLD_TTL).
 //
-// Lock order of a clinic partition — every clinic transaction follows it,
-// so none deadlocks:
-//
-//  1. the placement row (FOR SHARE: the fence), then the idempotency key
-//     (both in Store.write);
-//  2. clinic_guest_days rows, ascending (doctor, day) — only writes that may
-//     give a guest a new live appointment (hold, confirm, reschedule);
-//  3. slots, ascending slot_id (reschedule locks both of its slots in one
-//     ordered statement);
-//  4. appointments — a transaction locks an appointment row only while it
-//     holds the lock of the slot that appointment occupies (or occupied).
-//
-// Anything read before its lock (which slot an appointment is on, a slot's
-// doctor and day) is a hint: after locking, the transaction checks it again
-// and, if it moved, runs again from the start.
+// Every clinic transaction takes its locks in the clinic lock order of
+// docs/adr/0003-lock-order.md (placement row and key, guest days, slots,
+// appointments), and treats what it read before a lock as a hint to check
+// again once it holds it.
 type ClinicStore struct {
 	s       *Store
 	holdTTL time.Duration

@@ -26,22 +26,9 @@ type partitionTable struct {
 // re-home, in the order it does. Add a new partition table here
 // (TestPartitionTablesCoverSchema fails until you do).
 //
-// Lock order of a move (the partition's lock order, written down once; see
-// docs/adr/0003-lock-order.md): the placement row first (FOR UPDATE; every
-// fenced write holds it FOR SHARE, so a move waits for in-flight writes and
-// new writes wait for the move), then the tables in the order listed.
-// Reservations come before room_inventory because the expiry sweeper —
-// which does not take the placement row — locks a reservation and then its
-// nights; slots come before appointments, the order the clinic flows lock
-// them in.
-//
-// A hold takes no placement row: its nights are its fence
-// (docs/adr/0007-lean-hold.md). So the move locks every night of the hotel
-// in the order holds lock them — it waits for the holds in flight, and the
-// holds after it find the nights re-homed and answer 421 — and then
-// re-homes reservations a second time: those of the holds that committed
-// while it waited for their nights. Their keys and outbox rows follow with
-// the shared tables, after the nights.
+// A move locks the placement row, then these tables in the order listed:
+// the order is part of the lock order of docs/adr/0003-lock-order.md
+// ("Moves"), which says why reservations come twice, around the nights.
 var partitionTables = map[berth.Kind][]partitionTable{
 	berth.KindHotel: {
 		{name: "hotels", column: "hotel_id"},

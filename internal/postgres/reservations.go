@@ -11,11 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Lock order of a hotel partition (every transaction follows it, so none
-// deadlocks; docs/adr/0003-lock-order.md): the placement row, the
-// idempotency key, the reservation row, then room_inventory nights by
-// (room type, night) ascending. A hold takes no placement row and claims its
-// key last: its nights are its fence (docs/adr/0007-lean-hold.md).
+// Every transaction here takes its locks in the hotel lock order of
+// docs/adr/0003-lock-order.md (the one place it is written down).
 
 // takeStaySQL adds qty to every night of the stay that is homed in region $6
 // and has the rooms, in one conditional UPDATE, and returns the nights it

@@ -55,7 +55,7 @@ func businessOutcome(err error) bool {
 //
 // Order inside the transaction (see docs/adr/0003-lock-order.md): the
 // placement row first (FOR SHARE: the fence), then the idempotency key,
-// then the partition's rows in the order fn documents.
+// then the partition's rows in the order that ADR gives for its kind.
 func (s *Store) write(ctx context.Context, kind berth.Kind, partitionID string, idem *berth.Idem,
 	fn func(tx pgx.Tx, b *pgx.Batch) (any, error)) (berth.Response, error) {
 	var resp berth.Response

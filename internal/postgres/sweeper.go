@@ -17,7 +17,7 @@ import (
 // skipped, and the confirm wins), and each expiry is a state-conditional
 // update, so a reservation confirmed meanwhile is never expired. The batch is
 // sorted by (hotel, room type, check-in), which makes the nights it locks
-// ascend within each room type — the partition's lock order.
+// ascend within each room type — the hotel lock order (docs/adr/0003-lock-order.md).
 func (s *Store) ExpireHolds(ctx context.Context, limit int) (int, error) {
 	var (
 		expired int
