@@ -36,6 +36,7 @@ type serveConfig struct {
 	SoldOutTTL       time.Duration
 	LockTimeout      time.Duration
 	StatementTimeout time.Duration
+	IdleInTxTimeout  time.Duration
 	SweepInterval    time.Duration
 	MaxConns         int
 	ShutdownTimeout  time.Duration
@@ -70,6 +71,8 @@ func loadServeConfig(cmd *cobra.Command) (serveConfig, error) {
 	errs.Check(err)
 	c.StatementTimeout, err = config.Duration("BERTH_STATEMENT_TIMEOUT", 5*time.Second)
 	errs.Check(err)
+	c.IdleInTxTimeout, err = config.Duration("BERTH_IDLE_IN_TX_TIMEOUT", postgres.DefaultIdleInTxTimeout)
+	errs.Check(err)
 	c.SweepInterval, err = config.Duration("BERTH_SWEEP_INTERVAL", 5*time.Second)
 	errs.Check(err)
 	c.ShutdownTimeout, err = config.Duration("BERTH_SHUTDOWN_TIMEOUT", 20*time.Second)
@@ -98,6 +101,9 @@ func loadServeConfig(cmd *cobra.Command) (serveConfig, error) {
 	}
 	if c.SoldOutTTL < 0 || c.SoldOutTTL > time.Minute {
 		errs.Add("BERTH_SOLDOUT_TTL: 0 (off) to 1m")
+	}
+	if c.IdleInTxTimeout < time.Second {
+		errs.Add("BERTH_IDLE_IN_TX_TIMEOUT: at least 1s")
 	}
 	if c.SweepInterval < 100*time.Millisecond {
 		errs.Add("BERTH_SWEEP_INTERVAL: at least 100ms")
@@ -133,7 +139,7 @@ sweeper and the rolling inventory job.
 Environment: BERTH_REGION, BERTH_HTTP_ADDR, BERTH_DATABASE_URL, BERTH_TOKEN_SECRET,
 BERTH_TOKEN_MAX_TTL (24h: the longest token lifetime accepted),
 BERTH_ISOLATION (read_committed|serializable), BERTH_HOLD_TTL (10m),
-BERTH_LOCK_TIMEOUT (2s), BERTH_STATEMENT_TIMEOUT (5s), BERTH_SWEEP_INTERVAL (5s),
+BERTH_LOCK_TIMEOUT (2s), BERTH_STATEMENT_TIMEOUT (5s), BERTH_IDLE_IN_TX_TIMEOUT (60s), BERTH_SWEEP_INTERVAL (5s),
 BERTH_DB_MAX_CONNS (32), BERTH_SHUTDOWN_TIMEOUT (20s), BERTH_LOG_FORMAT (json|text).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -172,7 +178,7 @@ func run(ctx context.Context, cfg serveConfig, stdout io.Writer, ready chan<- st
 	defer func() { _ = flushTelemetry(context.Background()) }()
 	db, err := postgres.Open(ctx, cfg.DatabaseURL, postgres.Options{
 		Isolation: cfg.Isolation, LockTimeout: cfg.LockTimeout, StatementTimeout: cfg.StatementTimeout,
-		MaxConns: int32(cfg.MaxConns), Telemetry: tel,
+		IdleInTxTimeout: cfg.IdleInTxTimeout, MaxConns: int32(cfg.MaxConns), Telemetry: tel,
 	})
 	if err != nil {
 		return fmt.Errorf("database: %w", err)

@@ -156,14 +156,6 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	return body, nil
 }
 
-func mustJSON(v any) []byte {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(fmt.Sprintf("encode response: %v", err))
-	}
-	return b
-}
-
 // PartitionPath splits /v1/{hotels|clinics}/{id}/{rest}: the partition a
 // request is about, as the router (which home region), the rate limiter
 // (whose budget) and the waiting room (which clinic) all read it. The id is

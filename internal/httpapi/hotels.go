@@ -2,7 +2,9 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -298,13 +300,19 @@ type holdRequest struct {
 }
 
 // render returns the Render func of an idempotent write: the value as JSON
-// with okStatus, or the business error as a problem.
+// with okStatus, or the business error as a problem. It never panics: a
+// value that cannot be encoded is a 500 problem, which makes the store roll
+// the write back instead of keeping that answer under the key.
 func render(okStatus int) func(any, error) (int, []byte) {
 	return func(v any, err error) (int, []byte) {
 		if err != nil {
 			return Problem(err)
 		}
-		return okStatus, mustJSON(v)
+		body, err := json.Marshal(v)
+		if err != nil {
+			return Problem(fmt.Errorf("encode the answer: %w", err))
+		}
+		return okStatus, body
 	}
 }
 

@@ -60,6 +60,10 @@ func (i Isolation) pgx() pgx.TxIsoLevel {
 	return pgx.ReadCommitted
 }
 
+// DefaultIdleInTxTimeout is the idle_in_transaction_session_timeout of a
+// pool whose Options leave it zero.
+const DefaultIdleInTxTimeout = 60 * time.Second
+
 // Options configure a DB.
 type Options struct {
 	Isolation Isolation
@@ -68,6 +72,13 @@ type Options struct {
 	// server default.
 	LockTimeout      time.Duration
 	StatementTimeout time.Duration
+	// IdleInTxTimeout is idle_in_transaction_session_timeout: the server
+	// ends a session left idle inside a transaction for longer, and with it
+	// the transaction's locks — the last fence behind the transaction
+	// helpers, should a transaction ever leak. Zero means
+	// DefaultIdleInTxTimeout, longer than any transaction of ours stays
+	// idle (the outbox relay's claim waits for PubAcks up to 35 s).
+	IdleInTxTimeout time.Duration
 	// MaxConns sizes the pool; zero keeps pgxpool's default.
 	MaxConns int32
 	// MaxRetries bounds whole-transaction retries of 40001/40P01.
@@ -111,6 +122,12 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 	if opts.StatementTimeout > 0 {
 		cfg.ConnConfig.RuntimeParams["statement_timeout"] = fmt.Sprint(opts.StatementTimeout.Milliseconds())
 	}
+	// A session variable on both engines (CockroachDB has it too), set per
+	// connection like the timeouts above.
+	if opts.IdleInTxTimeout <= 0 {
+		opts.IdleInTxTimeout = DefaultIdleInTxTimeout
+	}
+	cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = fmt.Sprint(opts.IdleInTxTimeout.Milliseconds())
 	switch {
 	case opts.Tracer != nil:
 		cfg.ConnConfig.Tracer = opts.Tracer

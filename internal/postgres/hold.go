@@ -125,7 +125,9 @@ func (s *Store) hold(ctx context.Context, req reservation.HoldRequest, idem *ber
 			return err
 		}
 		if idem != nil {
-			resp.Status, resp.Body = idem.Render(r, nil)
+			if resp, err = renderAnswer(idem, r, nil); err != nil {
+				return err
+			}
 			b.Queue(claimAnsweredKeySQL, req.HotelID, idem.Key, s.region, idem.Hash, resp.Status, resp.Body)
 		} else {
 			resp.Value = r

@@ -51,11 +51,10 @@ func (s *Store) RelayOutbox(ctx context.Context, limit int,
 	if err != nil {
 		return 0, fmt.Errorf("relay outbox: begin: %w", err)
 	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback(context.WithoutCancel(ctx))
-		}
-	}()
+	// Unconditional, so that a panic (in publish, say) also ends the claim
+	// at once instead of leaving its rows locked — and skipped by every
+	// replica's SKIP LOCKED — for as long as the process lives.
+	defer rollback(ctx, tx)
 	recs, err := claimOutbox(ctx, tx, s.region, limit)
 	if err != nil || len(recs) == 0 {
 		if err == nil {

@@ -114,7 +114,9 @@ func (s *Store) writeIn(ctx context.Context, tx pgx.Tx, fence string, kind berth
 		return resp, err
 	}
 	if idem != nil {
-		resp.Status, resp.Body = idem.Render(value, err)
+		if resp, err = renderAnswer(idem, value, err); err != nil {
+			return resp, err
+		}
 		queueStoreResponse(b, partitionID, idem.Key, resp)
 	}
 	if b.Len() > 0 {
@@ -124,6 +126,19 @@ func (s *Store) writeIn(ctx context.Context, tx pgx.Tx, fence string, kind berth
 	}
 	if idem == nil {
 		resp.Value = value
+	}
+	return resp, nil
+}
+
+// renderAnswer renders the answer a write keeps under its Idempotency-Key.
+// An answer that could not be rendered (Render reports a 5xx) is a failure
+// of the write, never an outcome to keep for every replay: the error rolls
+// the transaction back.
+func renderAnswer(idem *berth.Idem, value any, err error) (berth.Response, error) {
+	var resp berth.Response
+	resp.Status, resp.Body = idem.Render(value, err)
+	if resp.Status >= 500 {
+		return berth.Response{}, fmt.Errorf("render the answer: status %d", resp.Status)
 	}
 	return resp, nil
 }

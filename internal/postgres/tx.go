@@ -33,6 +33,9 @@ import (
 // error is always checked: 40001/40P01 are retried (nothing was committed),
 // a lost connection or 40003 at COMMIT is berth.ErrUnknownOutcome, anything
 // else is returned as is. Success is reported only after COMMIT succeeded.
+//
+// A panic in fn rolls the transaction back and then goes on to the caller
+// (the HTTP server answers it with a 500 problem): no lock outlives it.
 func (db *DB) InTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	opts := pgx.TxOptions{IsoLevel: db.opts.Isolation.pgx()}
 	if db.Engine == EngineCockroach {
@@ -40,7 +43,17 @@ func (db *DB) InTx(ctx context.Context, fn func(pgx.Tx) error) error {
 		// crdbpgx runs fn once per attempt and only retries 40001, so every
 		// run after the first is a retry of that kind (counted for metrics).
 		attempts := 0
+		// crdbpgx rolls back on an error but not on a panic: the deferred
+		// rollback below ends the transaction fn panicked in (a no-op once
+		// crdbpgx committed or rolled back itself).
+		var current pgx.Tx
+		defer func() {
+			if current != nil {
+				rollback(ctx, current)
+			}
+		}()
 		return crdbpgx.ExecuteTx(ctx, db.pool, opts, func(tx pgx.Tx) error {
+			current = tx
 			if attempts > 0 && db.onRetry != nil {
 				db.onRetry(errRetry)
 			}
@@ -68,17 +81,16 @@ func (db *DB) InTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	}
 }
 
-func (db *DB) attempt(ctx context.Context, opts pgx.TxOptions, fn func(pgx.Tx) error) (err error) {
+func (db *DB) attempt(ctx context.Context, opts pgx.TxOptions, fn func(pgx.Tx) error) error {
 	tx, err := db.pool.BeginTx(ctx, opts)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	defer func() {
-		if err != nil {
-			// The transaction is over either way; a rollback error adds nothing.
-			_ = tx.Rollback(context.WithoutCancel(ctx))
-		}
-	}()
+	// Unconditional, so that it runs on a panic in fn too: deciding by the
+	// returned error (as this once did) skipped the rollback when fn
+	// panicked, and the pooled connection stayed checked out holding the
+	// transaction's row locks. After COMMIT it is a no-op.
+	defer rollback(ctx, tx)
 	if err := fn(tx); err != nil {
 		return err
 	}
@@ -86,6 +98,19 @@ func (db *DB) attempt(ctx context.Context, opts pgx.TxOptions, fn func(pgx.Tx) e
 		return commitError(err)
 	}
 	return nil
+}
+
+// rollback ends tx unless it already ended (pgx then answers ErrTxClosed
+// without a round trip). It is meant for a defer, so it also runs while a
+// panic unwinds: the panic goes on, with its own stack, once the
+// transaction's locks are released and its connection is back in the pool.
+// The caller's context may be cancelled by then; the rollback gets a few
+// seconds of its own, and a connection that cannot roll back in that time
+// is closed, which ends the transaction on the server as well.
+func rollback(ctx context.Context, tx pgx.Tx) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_ = tx.Rollback(ctx) // the transaction is over either way; the error adds nothing
 }
 
 // commitError classifies an error from COMMIT. It never returns nil.
