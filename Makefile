@@ -45,8 +45,8 @@ bench: deps ## benchmarks: HTTP paths against the same transactions as raw SQL
 txcost: deps ## the write path's yardstick: minimal hold transaction vs the store's hold, one run, ratios
 	@$(ENV); $(GO) run ./loadtest txcost
 
-fuzz: ## run every fuzz target for FUZZTIME each (default 20s); CI runs each briefly
-	@set -e; for f in $$(grep -rl --include='*_test.go' '^func Fuzz' cmd internal loadtest api schema 2>/dev/null | sort); do \
+fuzz: deps ## run every fuzz target for FUZZTIME each (default 20s); CI runs each briefly
+	@set -e; $(ENV); export BERTH_REQUIRE_DB=1; for f in $$(grep -rl --include='*_test.go' '^func Fuzz' cmd internal loadtest api schema 2>/dev/null | sort); do \
 	  pkg=./$$(dirname $$f); \
 	  for t in $$(grep -o '^func Fuzz[A-Za-z0-9_]*' $$f | cut -d' ' -f2); do \
 	    echo "fuzz $$pkg $$t ($${FUZZTIME:-20s})"; \

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strings"
 
 	"github.com/berthhq/berth/internal/dbtest"
 	"github.com/berthhq/berth/internal/postgres"
@@ -36,18 +37,25 @@ func Snapshot(ctx context.Context, db *postgres.DB) (string, error) {
 	if err := rows.Err(); err != nil {
 		return "", fmt.Errorf("snapshot: list tables: %w", err)
 	}
-	h := sha256.New()
-	for _, name := range tables {
-		// The names come from the catalog, not from input; quote them anyway.
-		var digest, count string
-		q := fmt.Sprintf(`SELECT COALESCE(md5(string_agg(t::TEXT, '|' ORDER BY t::TEXT)), ''), count(*)::TEXT FROM %q AS t`, name)
-		if err := dbtest.SQL(db).QueryRow(ctx, q).Scan(&digest, &count); err != nil {
-			return "", fmt.Errorf("snapshot %s: %w", name, err)
-		}
-		fmt.Fprintf(h, "%s:%s:%s\n", name, count, digest)
+	// One statement, one round trip: each table's rows as text, sorted,
+	// digested, with the table's name and row count.
+	parts := make([]string, len(tables))
+	for i, name := range tables {
+		// The names come from the catalog, not from input; quoted anyway.
+		parts[i] = fmt.Sprintf(`SELECT %s || ':' || count(*) || ':' || COALESCE(md5(string_agg(t::TEXT, '|' ORDER BY t::TEXT)), '') AS d FROM %s AS t`,
+			quoteLiteral(name), quoteIdent(name))
 	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	var all string
+	q := `SELECT string_agg(d, E'\n' ORDER BY d) FROM (` + strings.Join(parts, " UNION ALL ") + `) AS s`
+	if err := dbtest.SQL(db).QueryRow(ctx, q).Scan(&all); err != nil {
+		return "", fmt.Errorf("snapshot: %w", err)
+	}
+	sum := sha256.Sum256([]byte(all))
+	return hex.EncodeToString(sum[:]), nil
 }
+
+func quoteIdent(s string) string   { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+func quoteLiteral(s string) string { return `'` + strings.ReplaceAll(s, `'`, `''`) + `'` }
 
 // MustSnapshot is Snapshot that fails the test on error.
 func (e *Env) MustSnapshot() string {
