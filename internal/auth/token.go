@@ -39,8 +39,15 @@ type Tokens struct {
 type Option func(*Tokens)
 
 // WithMaxLifetime sets the longest lifetime (exp − iat) a token may have;
-// Mint refuses longer ones and Verify rejects them.
-func WithMaxLifetime(d time.Duration) Option { return func(t *Tokens) { t.maxLifetime = d } }
+// Mint refuses longer ones and Verify rejects them. Zero keeps
+// DefaultMaxLifetime.
+func WithMaxLifetime(d time.Duration) Option {
+	return func(t *Tokens) {
+		if d != 0 {
+			t.maxLifetime = d
+		}
+	}
+}
 
 // New returns Tokens for secret, which must be at least MinSecretLen bytes.
 func New(secret string, opts ...Option) (*Tokens, error) {

@@ -133,7 +133,10 @@ func TestLifetimeLimits(t *testing.T) {
 	if _, err := tk.Mint(berth.Principal{Subject: "g", Role: berth.RoleGuest}, 0); err == nil {
 		t.Fatal("Mint made a token that is expired when made")
 	}
-	if _, err := New(secret, WithMaxLifetime(0)); err == nil {
-		t.Fatal("New accepted a maximum lifetime of 0")
+	if _, err := New(secret, WithMaxLifetime(time.Second)); err == nil {
+		t.Fatal("New accepted a maximum lifetime of 1s")
+	}
+	if dflt, err := New(secret, WithMaxLifetime(0)); err != nil || dflt.MaxLifetime() != DefaultMaxLifetime {
+		t.Fatalf("a zero maximum does not keep the default: %v", err)
 	}
 }

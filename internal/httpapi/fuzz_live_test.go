@@ -55,10 +55,17 @@ func startLiveTarget(tb testing.TB) *liveTarget {
 		tokens: []string{"", env.Token("alice", berth.RoleGuest), env.Token("bob", berth.RoleGuest),
 			env.Token("desk-1", berth.RoleStaff, clinicID), env.Token("desk-2", berth.RoleStaff, h.ID), admin, env.Token("ops-1", berth.RoleOps)},
 		vars: map[string]string{
-			"{hotel}": h.ID, "{rt}": h.RoomTypeID, "{res}": res.JSON()["reservation_id"].(string),
-			"{clinic}": clinicID, "{doctor}": doctorID, "{slot}": slots[1].ID, "{slot0}": slots[0].ID,
-			"{appt}": appt.JSON()["appointment_id"].(string),
-			"{d1}": bookingtest.Date(10), "{d2}": bookingtest.Date(12), "{day}": bookingtest.Date(3),
+			"{hotel}":  h.ID,
+			"{rt}":     h.RoomTypeID,
+			"{res}":    res.JSON()["reservation_id"].(string),
+			"{clinic}": clinicID,
+			"{doctor}": doctorID,
+			"{slot}":   slots[1].ID,
+			"{slot0}":  slots[0].ID,
+			"{appt}":   appt.JSON()["appointment_id"].(string),
+			"{d1}":     bookingtest.Date(10),
+			"{d2}":     bookingtest.Date(12),
+			"{day}":    bookingtest.Date(3),
 		},
 	}
 }
