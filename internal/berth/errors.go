@@ -89,3 +89,10 @@ func ErrorCode(err error) Code {
 // connection was lost at COMMIT). It is never reported as success: the client
 // retries with the same Idempotency-Key, which makes the retry safe.
 var ErrUnknownOutcome = errors.New("transaction outcome unknown")
+
+// ErrDependency marks a failure of something the work depends on — Redis,
+// NATS, a payment or message provider — rather than of the work itself. An
+// event consumer retries such a failure for as long as it lasts and never
+// counts it toward dead-lettering: an outage must not turn good events into
+// dead letters. Wrap it with %w next to the cause.
+var ErrDependency = errors.New("a dependency is unavailable")

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/berthhq/berth/internal/berth"
 	"github.com/berthhq/berth/internal/events"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -257,7 +258,7 @@ func handle(ctx context.Context, js jetstream.JetStream, cfg ConsumerConfig, log
 	if isTransient == nil {
 		isTransient = transient
 	}
-	if isTransient(err) {
+	if errors.Is(err, berth.ErrDependency) || isTransient(err) {
 		log.WarnContext(ctx, "dependency failure; will retry", "subject", m.Subject, "delivered", m.Delivered, "err", err)
 		_ = msg.NakWithDelay(cfg.Retry(m.Delivered))
 		return

@@ -29,6 +29,11 @@ type Refund struct {
 }
 
 // Provider is the payment provider as the refunds consumer needs it.
+//
+// Refund returns an error wrapping berth.ErrDependency when the provider
+// could not be reached or could not answer (a timeout, a 5xx, a 429): the
+// refunds consumer then retries the event while that lasts and never
+// dead-letters it for it. Any other error is the request's own.
 type Provider interface {
 	Refund(ctx context.Context, req RefundRequest) (Refund, error)
 }

@@ -39,6 +39,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/berthhq/berth/internal/berth"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 	"golang.org/x/sync/singleflight"
@@ -351,7 +352,10 @@ func (c *Cache) Invalidate(ctx context.Context, kind, partitionID string) error 
 	})
 	if err != nil {
 		c.invalidateErrs.Add(1)
-		return fmt.Errorf("invalidate %s %s: %w", kind, partitionID, err)
+		// Whatever went wrong (a timeout, a refused connection, the breaker
+		// open, a saturated pool), it was Redis: the event consumer retries
+		// the event while it lasts instead of dead-lettering it.
+		return fmt.Errorf("invalidate %s %s: %w: %w", kind, partitionID, berth.ErrDependency, err)
 	}
 	c.invalidations.Add(1)
 	return nil
