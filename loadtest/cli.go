@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/berthhq/berth/internal/postgres"
 	"github.com/berthhq/berth/loadtest/internal/client"
 	"github.com/berthhq/berth/loadtest/internal/report"
 	"github.com/berthhq/berth/loadtest/internal/scenario"
@@ -123,6 +124,12 @@ func (c *common) env(ctx context.Context, cmd *cobra.Command, needHTTP bool) (*s
 		}
 		e.DB = pool
 		closers = append(closers, pool.Close)
+		store, err := postgres.Open(ctx, c.dbURL, postgres.Options{MaxConns: 2})
+		if err != nil {
+			return nil, cleanup, fmt.Errorf("connect database: %w", err)
+		}
+		e.Store = store
+		closers = append(closers, store.Close)
 	} else {
 		fmt.Fprintln(cmd.ErrOrStderr(), "warning: no database URL; the audit will fail (set BERTH_DATABASE_URL or --db)")
 	}

@@ -31,7 +31,9 @@ homed in --region):
   - every live reservation's nights exist
   - no hotel hold lingers past its expiry longer than --stale-after (the sweeper runs)
   - every booking confirmed within --event-window has its confirmation event
-  - at most one live appointment per slot; every live appointment's slot is taken
+  - at most one live appointment per slot; a live appointment and its slot point at
+    each other (the slot names it and its guest, held or booked to match, and every
+    held or booked slot names a live appointment on it)
 
 Exit status: 0 clean, 1 violations found (or the check failed), 2 usage error.
 Safe to run against production while traffic flows: it only reads.`,

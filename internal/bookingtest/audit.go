@@ -2,9 +2,30 @@ package bookingtest
 
 import (
 	"context"
+	"slices"
 
 	"github.com/berthhq/berth/internal/postgres"
 )
+
+// Violations runs the audit of `booking verify` (postgres.Verify) on the
+// given partitions (all when none) and returns one line per violation of
+// the named checks.
+func Violations(ctx context.Context, db *postgres.DB, partitions []string, checks ...string) ([]string, error) {
+	results, err := postgres.Verify(ctx, db, postgres.VerifyOptions{Partitions: partitions, Limit: 100_000})
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, r := range results {
+		if !slices.Contains(checks, r.Name) {
+			continue
+		}
+		for _, v := range r.Violations {
+			out = append(out, r.Name+": "+v.Partition+" "+v.Detail)
+		}
+	}
+	return out, nil
+}
 
 // InventoryViolations checks the hotel invariant straight from the
 // database with the checks of `booking verify`: for every night, reserved
@@ -12,20 +33,14 @@ import (
 // covering it and stays within the sellable limit, and every live
 // reservation's nights exist. It returns one line per violation.
 func InventoryViolations(ctx context.Context, db *postgres.DB) ([]string, error) {
-	results, err := postgres.Verify(ctx, db, postgres.VerifyOptions{Limit: 100_000})
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, r := range results {
-		if r.Name != "inventory_matches_reservations" && r.Name != "reservation_nights_exist" {
-			continue
-		}
-		for _, v := range r.Violations {
-			out = append(out, r.Name+": hotel "+v.Partition+" "+v.Detail)
-		}
-	}
-	return out, nil
+	return Violations(ctx, db, nil, postgres.CheckInventory, postgres.CheckReservationNights)
+}
+
+// SlotViolations checks the clinic invariant of the given clinics with the
+// checks of `booking verify`: at most one live appointment per slot, and
+// every live appointment and its slot point at each other.
+func SlotViolations(ctx context.Context, db *postgres.DB, clinicIDs ...string) ([]string, error) {
+	return Violations(ctx, db, clinicIDs, postgres.CheckOneLivePerSlot, postgres.CheckAppointmentOnSlot, postgres.CheckSlotHasAppointment)
 }
 
 // AssertInventory fails the test when the hotel invariant is violated.
@@ -34,6 +49,19 @@ func (e *Env) AssertInventory() {
 	v, err := InventoryViolations(context.Background(), e.DB)
 	if err != nil {
 		e.T.Fatalf("audit inventory: %v", err)
+	}
+	for _, line := range v {
+		e.T.Error("invariant violated: " + line)
+	}
+}
+
+// AssertSlots fails the test when the slot invariant of a clinic is
+// violated.
+func (e *Env) AssertSlots(clinicID string) {
+	e.T.Helper()
+	v, err := SlotViolations(context.Background(), e.DB, clinicID)
+	if err != nil {
+		e.T.Fatalf("audit slots: %v", err)
 	}
 	for _, line := range v {
 		e.T.Error("invariant violated: " + line)

@@ -112,32 +112,11 @@ func (e *clinicEnv) queryInt(sql string, args ...any) int {
 	return int(n)
 }
 
-// checkSlotInvariant asserts, from the database, that no slot has two live
-// appointments, that every live appointment is exactly the one its slot
-// names, and that every occupied slot names a live appointment.
+// checkSlotInvariant asserts, from the database, with the audit of
+// `booking verify`: no slot has two live appointments, every live
+// appointment is exactly the one its slot names, and every occupied slot
+// names a live appointment.
 func (e *clinicEnv) checkSlotInvariant(clinicID string) {
 	e.T.Helper()
-	if n := e.queryInt(`SELECT count(*) FROM (SELECT slot_id FROM appointments WHERE clinic_id = $1
-		AND (status = 'confirmed' OR (status = 'held' AND hold_expires_at >= now()))
-		GROUP BY slot_id HAVING count(*) > 1) x`, clinicID); n != 0 {
-		e.T.Errorf("%d slots have more than one live appointment", n)
-	}
-	if n := e.queryInt(`SELECT count(*) FROM (SELECT slot_id FROM appointments WHERE clinic_id = $1
-		AND status IN ('held', 'confirmed') GROUP BY slot_id HAVING count(*) > 1) x`, clinicID); n != 0 {
-		e.T.Errorf("%d slots have more than one held/confirmed appointment row", n)
-	}
-	if n := e.queryInt(`SELECT count(*) FROM appointments a LEFT JOIN slots s
-		ON s.clinic_id = a.clinic_id AND s.slot_id = a.slot_id
-		WHERE a.clinic_id = $1 AND a.status IN ('held', 'confirmed')
-		  AND (s.slot_id IS NULL OR s.appointment_id IS DISTINCT FROM a.appointment_id
-		       OR s.held_by IS DISTINCT FROM a.guest_id
-		       OR s.status <> CASE a.status WHEN 'held' THEN 'held' ELSE 'booked' END)`, clinicID); n != 0 {
-		e.T.Errorf("%d live appointments do not match their slot", n)
-	}
-	if n := e.queryInt(`SELECT count(*) FROM slots s LEFT JOIN appointments a
-		ON a.clinic_id = s.clinic_id AND a.appointment_id = s.appointment_id
-		WHERE s.clinic_id = $1 AND s.status IN ('held', 'booked')
-		  AND (a.appointment_id IS NULL OR a.slot_id <> s.slot_id OR a.status NOT IN ('held', 'confirmed'))`, clinicID); n != 0 {
-		e.T.Errorf("%d occupied slots do not point at a live appointment on them", n)
-	}
+	e.AssertSlots(clinicID)
 }

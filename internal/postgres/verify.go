@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Violation is one breach of an invariant found by Verify.
@@ -24,6 +26,9 @@ type CheckResult struct {
 type VerifyOptions struct {
 	// Region limits the checks to partitions homed there ("" = all).
 	Region string
+	// Partitions limits the checks to these hotels and clinics (nil = all):
+	// a test or a load run audits what it wrote, not a whole database.
+	Partitions []string
 	// StaleHoldAfter: a hotel hold still 'held' this long past its expiry
 	// means the sweeper is not keeping up (sweep interval plus margin).
 	StaleHoldAfter time.Duration
@@ -34,13 +39,121 @@ type VerifyOptions struct {
 	Limit int
 }
 
-// Verify checks the invariants straight from the database, read-only:
+// The invariant checks of Verify, by name. Tests and the loadtest pick
+// them by these names.
+const (
+	CheckInventory          = "inventory_matches_reservations"
+	CheckReservationNights  = "reservation_nights_exist"
+	CheckStaleHolds         = "stale_hotel_holds"
+	CheckReservationEvent   = "confirmed_reservation_has_event"
+	CheckOneLivePerSlot     = "one_live_appointment_per_slot"
+	CheckAppointmentOnSlot  = "live_appointment_matches_slot"
+	CheckSlotHasAppointment = "occupied_slot_has_appointment"
+	CheckAppointmentEvent   = "confirmed_appointment_has_event"
+)
+
+// verifyCheck is one check: a query listing (partition, detail) of each
+// violation. Its arguments are $1 region ("" = all), $2 the limit, $3 the
+// partitions (NULL = all) and, for a check with a window, $4 the window in
+// microseconds.
+type verifyCheck struct {
+	name, desc string
+	clinic     bool
+	sql        string
+	window     func(VerifyOptions) time.Duration
+}
+
+func eventWindow(o VerifyOptions) time.Duration { return o.EventWindow }
+
+var verifyChecks = []verifyCheck{
+	{CheckInventory, "every night: reserved = sum of live reservations, 0 ≤ reserved ≤ sell_limit", false, `
+		SELECT i.hotel_id::TEXT, 'room type ' || i.room_type_id::TEXT || ' night ' || i.night::TEXT ||
+		       ': reserved=' || i.reserved || ' live=' || COALESCE(SUM(r.quantity), 0) || ' limit=' || i.sell_limit
+		FROM room_inventory i
+		LEFT JOIN reservations r ON r.hotel_id = i.hotel_id AND r.room_type_id = i.room_type_id
+		     AND r.status IN ('held', 'confirmed') AND r.check_in <= i.night AND r.check_out > i.night
+		WHERE ($1 = '' OR i.home_region = $1) AND ($3::UUID[] IS NULL OR i.hotel_id = ANY($3::UUID[]))
+		GROUP BY i.hotel_id, i.room_type_id, i.night, i.reserved, i.sell_limit
+		HAVING i.reserved <> COALESCE(SUM(r.quantity), 0) OR i.reserved > i.sell_limit OR i.reserved < 0
+		ORDER BY 1, 2 LIMIT $2`, nil},
+	{CheckReservationNights, "every live reservation's nights exist in inventory", false, `
+		SELECT r.hotel_id::TEXT, 'reservation ' || r.reservation_id::TEXT || ' covers ' ||
+		       (r.check_out - r.check_in) || ' nights but ' || count(i.night) || ' exist'
+		FROM reservations r
+		LEFT JOIN room_inventory i ON i.hotel_id = r.hotel_id AND i.room_type_id = r.room_type_id
+		     AND i.night >= r.check_in AND i.night < r.check_out
+		WHERE r.status IN ('held', 'confirmed') AND ($1 = '' OR r.home_region = $1)
+		  AND ($3::UUID[] IS NULL OR r.hotel_id = ANY($3::UUID[]))
+		GROUP BY r.hotel_id, r.reservation_id, r.check_in, r.check_out
+		HAVING count(i.night) <> (r.check_out - r.check_in)
+		ORDER BY 1, 2 LIMIT $2`, nil},
+	{CheckStaleHolds, "no hotel hold stays 'held' long past its expiry (the sweeper runs)", false, `
+		SELECT hotel_id::TEXT, 'reservation ' || reservation_id::TEXT || ' expired at ' || hold_expires_at::TEXT
+		FROM reservations
+		WHERE status = 'held' AND hold_expires_at < now() - $4 * INTERVAL '1 microsecond'
+		  AND ($1 = '' OR home_region = $1) AND ($3::UUID[] IS NULL OR hotel_id = ANY($3::UUID[]))
+		ORDER BY 1, 2 LIMIT $2`, func(o VerifyOptions) time.Duration { return o.StaleHoldAfter }},
+	{CheckReservationEvent, "every recently confirmed reservation has its reservation.confirmed event", false, `
+		SELECT r.hotel_id::TEXT, 'reservation ' || r.reservation_id::TEXT || ' confirmed at ' || r.updated_at::TEXT || ' has no event'
+		FROM reservations r
+		WHERE r.status = 'confirmed' AND r.updated_at > now() - $4 * INTERVAL '1 microsecond'
+		  AND ($1 = '' OR r.home_region = $1) AND ($3::UUID[] IS NULL OR r.hotel_id = ANY($3::UUID[]))
+		  AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.partition_id = r.hotel_id AND o.aggregate_id = r.reservation_id
+		                  AND o.event_type = 'reservation.confirmed')
+		ORDER BY 1, 2 LIMIT $2`, eventWindow},
+	{CheckOneLivePerSlot, "every slot is held or booked by at most one appointment", true, `
+		SELECT clinic_id::TEXT, 'slot ' || slot_id::TEXT || ' has ' || count(*) || ' live appointments'
+		FROM appointments
+		WHERE status IN ('held', 'confirmed') AND ($1 = '' OR home_region = $1)
+		  AND ($3::UUID[] IS NULL OR clinic_id = ANY($3::UUID[]))
+		GROUP BY clinic_id, slot_id HAVING count(*) > 1
+		ORDER BY 1, 2 LIMIT $2`, nil},
+	// A slot and its live appointment point at each other: the slot names
+	// the appointment and its guest, and is held for a held appointment,
+	// booked for a confirmed one.
+	{CheckAppointmentOnSlot, "every live appointment is the one its slot names, held or booked to match", true, `
+		SELECT a.clinic_id::TEXT, 'appointment ' || a.appointment_id::TEXT || ' is ' || a.status ||
+		       ' but its slot is ' || COALESCE(s.status || ' for ' || COALESCE(s.appointment_id::TEXT, 'nobody'), 'missing')
+		FROM appointments a
+		LEFT JOIN slots s ON s.clinic_id = a.clinic_id AND s.slot_id = a.slot_id
+		WHERE a.status IN ('held', 'confirmed') AND ($1 = '' OR a.home_region = $1)
+		  AND ($3::UUID[] IS NULL OR a.clinic_id = ANY($3::UUID[]))
+		  AND (s.slot_id IS NULL OR s.appointment_id IS DISTINCT FROM a.appointment_id
+		       OR s.held_by IS DISTINCT FROM a.guest_id
+		       OR s.status <> CASE a.status WHEN 'held' THEN 'held' ELSE 'booked' END)
+		ORDER BY 1, 2 LIMIT $2`, nil},
+	{CheckSlotHasAppointment, "every held or booked slot names a live appointment on it", true, `
+		SELECT s.clinic_id::TEXT, 'slot ' || s.slot_id::TEXT || ' is ' || s.status || ' for ' ||
+		       COALESCE(a.appointment_id::TEXT || ' (' || a.status || ', on slot ' || a.slot_id::TEXT || ')', 'no appointment')
+		FROM slots s
+		LEFT JOIN appointments a ON a.clinic_id = s.clinic_id AND a.appointment_id = s.appointment_id
+		WHERE s.status IN ('held', 'booked') AND ($1 = '' OR s.home_region = $1)
+		  AND ($3::UUID[] IS NULL OR s.clinic_id = ANY($3::UUID[]))
+		  AND (a.appointment_id IS NULL OR a.slot_id <> s.slot_id OR a.status NOT IN ('held', 'confirmed'))
+		ORDER BY 1, 2 LIMIT $2`, nil},
+	{CheckAppointmentEvent, "every recently confirmed appointment has its appointment.confirmed event", true, `
+		SELECT a.clinic_id::TEXT, 'appointment ' || a.appointment_id::TEXT || ' has no confirmation event'
+		FROM appointments a
+		WHERE a.status = 'confirmed' AND a.updated_at > now() - $4 * INTERVAL '1 microsecond'
+		  AND ($1 = '' OR a.home_region = $1) AND ($3::UUID[] IS NULL OR a.clinic_id = ANY($3::UUID[]))
+		  AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.partition_id = a.clinic_id AND o.aggregate_id = a.appointment_id
+		                  AND o.event_type = 'appointment.confirmed')
+		ORDER BY 1, 2 LIMIT $2`, eventWindow},
+}
+
+// Verify checks the invariants straight from the database, read-only, in
+// one snapshot (a read-only REPEATABLE READ transaction, so the checks
+// agree with each other while traffic flows):
 //   - every night's reserved equals the sum of its live reservations and
-//     stays within [0, sell_limit];
-//   - at most one live appointment per slot, and every live appointment's
-//     slot is held or booked;
+//     stays within [0, sell_limit], and every live reservation's nights exist;
+//   - at most one live appointment per slot, and a live appointment and its
+//     slot point at each other (the slot names it and its guest, held or
+//     booked to match; every held or booked slot names a live appointment);
 //   - no hotel hold lingers past its expiry longer than StaleHoldAfter;
 //   - every recently confirmed booking has its confirmation event.
+//
+// It is the one audit: `booking verify`, the tests (bookingtest) and the
+// loadtest's audit all run it.
 func Verify(ctx context.Context, db *DB, o VerifyOptions) ([]CheckResult, error) {
 	if o.Limit <= 0 {
 		o.Limit = 100
@@ -55,96 +168,45 @@ func Verify(ctx context.Context, db *DB, o VerifyOptions) ([]CheckResult, error)
 	if err != nil {
 		return nil, err
 	}
-	checks := []struct {
-		name, desc string
-		clinic     bool
-		sql        string
-		args       []any
-	}{
-		{"inventory_matches_reservations", "every night: reserved = sum of live reservations, 0 ≤ reserved ≤ sell_limit", false, `
-			SELECT i.hotel_id::TEXT, 'room type ' || i.room_type_id::TEXT || ' night ' || i.night::TEXT ||
-			       ': reserved=' || i.reserved || ' live=' || COALESCE(SUM(r.quantity), 0) || ' limit=' || i.sell_limit
-			FROM room_inventory i
-			LEFT JOIN reservations r ON r.hotel_id = i.hotel_id AND r.room_type_id = i.room_type_id
-			     AND r.status IN ('held', 'confirmed') AND r.check_in <= i.night AND r.check_out > i.night
-			WHERE ($1 = '' OR i.home_region = $1)
-			GROUP BY i.hotel_id, i.room_type_id, i.night, i.reserved, i.sell_limit
-			HAVING i.reserved <> COALESCE(SUM(r.quantity), 0) OR i.reserved > i.sell_limit OR i.reserved < 0
-			ORDER BY 1, 2 LIMIT $2`, []any{o.Region, o.Limit}},
-		{"reservation_nights_exist", "every live reservation's nights exist in inventory", false, `
-			SELECT r.hotel_id::TEXT, 'reservation ' || r.reservation_id::TEXT || ' covers ' ||
-			       (r.check_out - r.check_in) || ' nights but ' || count(i.night) || ' exist'
-			FROM reservations r
-			LEFT JOIN room_inventory i ON i.hotel_id = r.hotel_id AND i.room_type_id = r.room_type_id
-			     AND i.night >= r.check_in AND i.night < r.check_out
-			WHERE r.status IN ('held', 'confirmed') AND ($1 = '' OR r.home_region = $1)
-			GROUP BY r.hotel_id, r.reservation_id, r.check_in, r.check_out
-			HAVING count(i.night) <> (r.check_out - r.check_in)
-			ORDER BY 1, 2 LIMIT $2`, []any{o.Region, o.Limit}},
-		{"stale_hotel_holds", "no hotel hold stays 'held' long past its expiry (the sweeper runs)", false, `
-			SELECT hotel_id::TEXT, 'reservation ' || reservation_id::TEXT || ' expired at ' || hold_expires_at::TEXT
-			FROM reservations
-			WHERE status = 'held' AND hold_expires_at < now() - $3 * INTERVAL '1 microsecond'
-			  AND ($1 = '' OR home_region = $1)
-			ORDER BY 1, 2 LIMIT $2`, []any{o.Region, o.Limit, o.StaleHoldAfter.Microseconds()}},
-		{"confirmed_reservation_has_event", "every recently confirmed reservation has its reservation.confirmed event", false, `
-			SELECT r.hotel_id::TEXT, 'reservation ' || r.reservation_id::TEXT || ' confirmed at ' || r.updated_at::TEXT || ' has no event'
-			FROM reservations r
-			WHERE r.status = 'confirmed' AND r.updated_at > now() - $3 * INTERVAL '1 microsecond'
-			  AND ($1 = '' OR r.home_region = $1)
-			  AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.partition_id = r.hotel_id AND o.aggregate_id = r.reservation_id
-			                  AND o.event_type = 'reservation.confirmed')
-			ORDER BY 1, 2 LIMIT $2`, []any{o.Region, o.Limit, o.EventWindow.Microseconds()}},
-		{"one_live_appointment_per_slot", "every slot is held or booked by at most one person", true, `
-			SELECT clinic_id::TEXT, 'slot ' || slot_id::TEXT || ' has ' || count(*) || ' live appointments'
-			FROM appointments
-			WHERE status IN ('held', 'confirmed') AND ($1 = '' OR home_region = $1)
-			GROUP BY clinic_id, slot_id HAVING count(*) > 1
-			ORDER BY 1, 2 LIMIT $2`, []any{o.Region, o.Limit}},
-		{"live_appointment_slot_taken", "every live appointment's slot is held or booked", true, `
-			SELECT a.clinic_id::TEXT, 'appointment ' || a.appointment_id::TEXT || ' is ' || a.status ||
-			       ' but its slot is ' || COALESCE(s.status, 'missing')
-			FROM appointments a
-			LEFT JOIN slots s ON s.clinic_id = a.clinic_id AND s.slot_id = a.slot_id
-			WHERE a.status IN ('held', 'confirmed') AND ($1 = '' OR a.home_region = $1)
-			  AND (s.status IS NULL OR s.status NOT IN ('held', 'booked'))
-			ORDER BY 1, 2 LIMIT $2`, []any{o.Region, o.Limit}},
-		{"confirmed_appointment_has_event", "every recently confirmed appointment has its appointment.confirmed event", true, `
-			SELECT a.clinic_id::TEXT, 'appointment ' || a.appointment_id::TEXT || ' has no confirmation event'
-			FROM appointments a
-			WHERE a.status = 'confirmed' AND a.updated_at > now() - $3 * INTERVAL '1 microsecond'
-			  AND ($1 = '' OR a.home_region = $1)
-			  AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.partition_id = a.clinic_id AND o.aggregate_id = a.appointment_id
-			                  AND o.event_type = 'appointment.confirmed')
-			ORDER BY 1, 2 LIMIT $2`, []any{o.Region, o.Limit, o.EventWindow.Microseconds()}},
+	var partitions any // NULL: every partition
+	if o.Partitions != nil {
+		partitions = o.Partitions
 	}
 	var out []CheckResult
-	for _, c := range checks {
-		res := CheckResult{Name: c.name, Description: c.desc, Violations: []Violation{}}
-		if c.clinic && !hasClinics {
-			res.Skipped = "no clinic tables"
-			out = append(out, res)
-			continue
-		}
-		rows, err := db.pool.Query(ctx, c.sql, c.args...)
-		if err != nil {
-			return out, fmt.Errorf("verify %s: %w", c.name, err)
-		}
-		for rows.Next() {
-			var v Violation
-			if err := rows.Scan(&v.Partition, &v.Detail); err != nil {
-				rows.Close()
-				return out, fmt.Errorf("verify %s: %w", c.name, err)
+	err = pgx.BeginTxFunc(ctx, db.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		out = out[:0]
+		for _, c := range verifyChecks {
+			res := CheckResult{Name: c.name, Description: c.desc, Violations: []Violation{}}
+			if c.clinic && !hasClinics {
+				res.Skipped = "no clinic tables"
+				out = append(out, res)
+				continue
 			}
-			res.Violations = append(res.Violations, v)
+			args := []any{o.Region, o.Limit, partitions}
+			if c.window != nil {
+				args = append(args, c.window(o).Microseconds())
+			}
+			rows, err := tx.Query(ctx, c.sql, args...)
+			if err != nil {
+				return fmt.Errorf("verify %s: %w", c.name, err)
+			}
+			for rows.Next() {
+				var v Violation
+				if err := rows.Scan(&v.Partition, &v.Detail); err != nil {
+					rows.Close()
+					return fmt.Errorf("verify %s: %w", c.name, err)
+				}
+				res.Violations = append(res.Violations, v)
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return fmt.Errorf("verify %s: %w", c.name, err)
+			}
+			out = append(out, res)
 		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return out, fmt.Errorf("verify %s: %w", c.name, err)
-		}
-		out = append(out, res)
-	}
-	return out, nil
+		return nil
+	})
+	return out, err
 }
 
 func tableExists(ctx context.Context, db *DB, name string) (bool, error) {

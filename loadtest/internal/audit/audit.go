@@ -8,9 +8,11 @@ package audit
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
+	"github.com/berthhq/berth/internal/postgres"
 	"github.com/berthhq/berth/loadtest/internal/report"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -124,15 +126,13 @@ func (l *Ledger) Guests() []string {
 	return out
 }
 
-// Run performs every database check and returns them. It reads one
-// consistent snapshot (REPEATABLE READ, read only), so a sweeper running
-// meanwhile cannot make the audit see half of a transaction.
-func Run(ctx context.Context, pool *pgxpool.Pool, l *Ledger) []report.Check {
-	var checks []report.Check
+// Run performs every database check and returns them: the invariants with
+// the audit of `booking verify` (one snapshot of its own), then what the
+// client was told, in one consistent snapshot (REPEATABLE READ, read only).
+func Run(ctx context.Context, db *postgres.DB, pool *pgxpool.Pool, l *Ledger) []report.Check {
+	checks := Invariants(ctx, db, l.Touched("hotel"), l.Touched("clinic"))
 	err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		checks = append(checks, Inventory(ctx, tx, l.Touched("hotel")))
 		checks = append(checks, Reservations(ctx, tx, l))
-		checks = append(checks, Slots(ctx, tx, l.Touched("clinic")))
 		checks = append(checks, Appointments(ctx, tx, l))
 		return nil
 	})
@@ -149,75 +149,60 @@ func Run(ctx context.Context, pool *pgxpool.Pool, l *Ledger) []report.Check {
 	return append(checks, c)
 }
 
-// inventorySQL lists every night of the given hotels whose counter
-// disagrees with the live reservations covering it, or exceeds its limit.
-const inventorySQL = `
-WITH touched AS (SELECT DISTINCT unnest($1::UUID[]) AS hotel_id),
-want AS (
-    SELECT r.hotel_id, r.room_type_id, n::DATE AS night, sum(r.quantity)::INT8 AS q
-    FROM reservations r
-    JOIN touched t ON t.hotel_id = r.hotel_id
-    CROSS JOIN LATERAL generate_series(r.check_in::TIMESTAMP, (r.check_out - 1)::TIMESTAMP, INTERVAL '1 day') AS n
-    WHERE r.status IN ('held', 'confirmed')
-    GROUP BY 1, 2, 3
-)
-SELECT i.hotel_id::TEXT, i.room_type_id::TEXT, i.night::TEXT, i.reserved, i.sell_limit, COALESCE(w.q, 0)
-FROM room_inventory i
-JOIN touched t ON t.hotel_id = i.hotel_id
-LEFT JOIN want w ON w.hotel_id = i.hotel_id AND w.room_type_id = i.room_type_id AND w.night = i.night
-WHERE i.reserved <> COALESCE(w.q, 0) OR i.reserved > i.sell_limit OR i.reserved < 0
-UNION ALL
-SELECT w.hotel_id::TEXT, w.room_type_id::TEXT, w.night::TEXT, -1, -1, w.q
-FROM want w
-WHERE NOT EXISTS (SELECT 1 FROM room_inventory i
-                  WHERE i.hotel_id = w.hotel_id AND i.room_type_id = w.room_type_id AND i.night = w.night)
-LIMIT 20`
-
-// Inventory checks the hotel invariant on the given hotels (all hotels
-// when hotelIDs is nil is too slow at 91 M rows; pass the touched ones).
-func Inventory(ctx context.Context, tx pgx.Tx, hotelIDs []string) report.Check {
-	c := report.Check{Name: "inventory: reserved = live reservations ≤ sell_limit, every night"}
-	if len(hotelIDs) == 0 {
-		c.OK, c.Skipped, c.Detail = true, true, "no hotel written"
-		return c
+// Invariants runs the audit of `booking verify` (postgres.Verify) on the
+// hotels and clinics the run wrote (a whole database of 91 M nights is too
+// slow to audit after every run): the hotel invariant, night by night, and
+// the slot invariant — at most one live appointment per slot, and a live
+// appointment and its slot pointing at each other.
+func Invariants(ctx context.Context, db *postgres.DB, hotelIDs, clinicIDs []string) []report.Check {
+	groups := []struct {
+		name   string
+		ids    []string
+		checks []string
+	}{
+		{"inventory: reserved = live reservations ≤ sell_limit, every night", hotelIDs,
+			[]string{postgres.CheckInventory, postgres.CheckReservationNights}},
+		{"slots: at most one live appointment per slot, slot and appointment agree", clinicIDs,
+			[]string{postgres.CheckOneLivePerSlot, postgres.CheckAppointmentOnSlot, postgres.CheckSlotHasAppointment}},
 	}
-	var nights int64
-	if err := tx.QueryRow(ctx, `SELECT count(*) FROM room_inventory WHERE hotel_id = ANY($1::UUID[])`, hotelIDs).Scan(&nights); err != nil {
-		c.Detail = "count nights: " + err.Error()
-		return c
+	partitions := append(append([]string{}, hotelIDs...), clinicIDs...)
+	var (
+		results []postgres.CheckResult
+		err     error
+	)
+	if len(partitions) > 0 {
+		results, err = postgres.Verify(ctx, db, postgres.VerifyOptions{Partitions: partitions, Limit: 20})
 	}
-	rows, err := tx.Query(ctx, inventorySQL, hotelIDs)
-	if err != nil {
-		c.Detail = "query: " + err.Error()
-		return c
-	}
-	defer rows.Close()
-	var bad []string
-	for rows.Next() {
-		var hotel, rt, night string
-		var reserved, limit int32
-		var want int64
-		if err := rows.Scan(&hotel, &rt, &night, &reserved, &limit, &want); err != nil {
-			c.Detail = "scan: " + err.Error()
-			return c
+	out := make([]report.Check, 0, len(groups))
+	for _, g := range groups {
+		c := report.Check{Name: g.name}
+		switch {
+		case len(g.ids) == 0:
+			c.OK, c.Skipped, c.Detail = true, true, "nothing written"
+		case err != nil:
+			c.Detail = "verify: " + err.Error()
+		default:
+			var bad []string
+			for _, r := range results {
+				if !slices.Contains(g.checks, r.Name) {
+					continue
+				}
+				if r.Skipped != "" {
+					bad = append(bad, r.Name+" skipped: "+r.Skipped)
+				}
+				for _, v := range r.Violations {
+					bad = append(bad, r.Name+" "+v.Partition+": "+v.Detail)
+				}
+			}
+			c.OK = len(bad) == 0
+			c.Detail = fmt.Sprintf("%d partition(s) consistent", len(g.ids))
+			if !c.OK {
+				c.Detail = fmt.Sprintf("%d+ violation(s): %s", len(bad), strings.Join(bad[:min(len(bad), 10)], "; "))
+			}
 		}
-		if limit < 0 {
-			bad = append(bad, fmt.Sprintf("%s/%s %s: %d room(s) reserved on a night with no inventory row", hotel, rt, night, want))
-		} else {
-			bad = append(bad, fmt.Sprintf("%s/%s %s: reserved %d, live reservations %d, sell_limit %d", hotel, rt, night, reserved, want, limit))
-		}
+		out = append(out, c)
 	}
-	if err := rows.Err(); err != nil {
-		c.Detail = "rows: " + err.Error()
-		return c
-	}
-	if len(bad) > 0 {
-		c.Detail = fmt.Sprintf("%d+ night(s) wrong: %s", len(bad), strings.Join(bad, "; "))
-		return c
-	}
-	c.OK = true
-	c.Detail = fmt.Sprintf("%d nights of %d hotel(s) consistent", nights, len(hotelIDs))
-	return c
+	return out
 }
 
 // Reservations checks that every reservation the client saw created exists
@@ -291,60 +276,5 @@ func checkCreated(ctx context.Context, tx pgx.Tx, items []Created, name, query s
 	}
 	c.OK = true
 	c.Detail = fmt.Sprintf("%d created, all present once", len(items))
-	return c
-}
-
-// TableExists reports whether a table exists in the current schema path.
-func TableExists(ctx context.Context, q interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}, name string) bool {
-	var ok bool
-	_ = q.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, name).Scan(&ok)
-	return ok
-}
-
-// Slots checks at most one live appointment per slot and that every
-// occupied slot points at a live appointment, over the given clinics (all
-// clinics when none were touched but the tables exist).
-func Slots(ctx context.Context, tx pgx.Tx, clinicIDs []string) report.Check {
-	c := report.Check{Name: "slots: at most one live appointment per slot"}
-	if !TableExists(ctx, tx, "appointments") {
-		c.OK, c.Skipped, c.Detail = true, true, "no appointments table yet"
-		return c
-	}
-	if len(clinicIDs) == 0 {
-		c.OK, c.Skipped, c.Detail = true, true, "no clinic written"
-		return c
-	}
-	var doubles int64
-	var example string
-	err := tx.QueryRow(ctx, `
-		SELECT count(*), COALESCE(min(slot_id::TEXT), '') FROM (
-		  SELECT slot_id FROM appointments
-		  WHERE clinic_id = ANY($1::UUID[]) AND status IN ('held', 'confirmed')
-		    AND (status = 'confirmed' OR hold_expires_at IS NULL OR hold_expires_at > now())
-		  GROUP BY clinic_id, slot_id HAVING count(*) > 1) d`, clinicIDs).Scan(&doubles, &example)
-	if err != nil {
-		c.Detail = "query: " + err.Error()
-		return c
-	}
-	var orphans int64
-	if TableExists(ctx, tx, "slots") {
-		err = tx.QueryRow(ctx, `
-			SELECT count(*) FROM slots s
-			WHERE s.clinic_id = ANY($1::UUID[]) AND s.status = 'booked'
-			  AND NOT EXISTS (SELECT 1 FROM appointments a WHERE a.clinic_id = s.clinic_id
-			                  AND a.appointment_id = s.appointment_id AND a.status = 'confirmed')`, clinicIDs).Scan(&orphans)
-		if err != nil {
-			c.Detail = "query slots: " + err.Error()
-			return c
-		}
-	}
-	if doubles > 0 || orphans > 0 {
-		c.Detail = fmt.Sprintf("%d slot(s) with two live appointments (e.g. %s); %d booked slot(s) without a confirmed appointment", doubles, example, orphans)
-		return c
-	}
-	c.OK = true
-	c.Detail = fmt.Sprintf("%d clinic(s): no double booking", len(clinicIDs))
 	return c
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/berthhq/berth/internal/postgres"
 	"github.com/berthhq/berth/loadtest/internal/audit"
 	"github.com/berthhq/berth/loadtest/internal/client"
 	"github.com/berthhq/berth/loadtest/internal/engine"
@@ -21,8 +22,11 @@ import (
 
 // Env is what every scenario drives and audits.
 type Env struct {
-	Client       *client.Client // nil for database-only scenarios
-	DB           *pgxpool.Pool
+	Client *client.Client // nil for database-only scenarios
+	DB     *pgxpool.Pool  // seeding and the loadtest's own queries
+	// Store is the same database through Berth's store, for the audit of
+	// `booking verify` (postgres.Verify).
+	Store        *postgres.DB
 	ReadModelURL string
 	Log          io.Writer // progress and notes (stderr)
 	Notes        []string  // from target resolution
@@ -82,13 +86,13 @@ func (e *Env) finish(ctx context.Context, r *report.Report, l *audit.Ledger) {
 	if e.Client != nil && e.Client.Follows.Load() > 0 {
 		r.Notes = append(r.Notes, fmt.Sprintf("%d write(s) answered 421 and were re-sent to the home region", e.Client.Follows.Load()))
 	}
-	if e.DB == nil {
+	if e.DB == nil || e.Store == nil {
 		r.Checks = append(r.Checks, report.Check{Name: "database audit", OK: false, Detail: "no database URL (BERTH_DATABASE_URL): the invariant could not be checked"})
 		return
 	}
 	actx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	r.Checks = append(r.Checks, audit.Run(actx, e.DB, l)...)
+	r.Checks = append(r.Checks, audit.Run(actx, e.Store, e.DB, l)...)
 	r.Checks = append(r.Checks, e.readModel(actx, l))
 }
 

@@ -3,6 +3,7 @@ package scenario
 import (
 	"context"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,7 +34,7 @@ func TestFlashSaleEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	e := &Env{Client: cl, DB: pool, Log: io.Discard, Quiet: true}
+	e := &Env{Client: cl, DB: pool, Store: env.DB, Log: io.Discard, Quiet: true}
 	r, err := e.RunFlashSale(context.Background(), FlashSale{Clients: 40, Rooms: 3, Load: Load{Rate: 400, Workers: 16}})
 	if err != nil {
 		t.Fatal(err)
@@ -41,10 +42,17 @@ func TestFlashSaleEndToEnd(t *testing.T) {
 	if r.Figures["winners"] != 3 {
 		t.Fatalf("winners %v, want 3", r.Figures["winners"])
 	}
+	audited := false
 	for _, c := range r.Checks {
 		if !c.OK {
 			t.Errorf("check %s failed: %s", c.Name, c.Detail)
 		}
+		if strings.HasPrefix(c.Name, "inventory:") && !c.Skipped {
+			audited = true
+		}
+	}
+	if !audited {
+		t.Errorf("no inventory audit ran: %+v", r.Checks)
 	}
 	if r.Ops["hold_lost"].Outcomes["sold_out"] != 37 {
 		t.Errorf("losers: %v", r.Ops["hold_lost"].Outcomes)
