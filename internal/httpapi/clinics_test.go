@@ -220,7 +220,11 @@ func TestClinicOnePerDoctorPerDay(t *testing.T) {
 // confirm then gets 409 hold_expired and a refund_requested event. A late
 // confirm on a slot nobody took still wins.
 func TestClinicLazyExpiry(t *testing.T) {
-	e := startClinics(t, time.Second)
+	// The TTL must outlast the two holds and the first slot list even on a
+	// loaded machine (at 1 s the hold lapsed before the list under load);
+	// the test waits for the lapse by database time, so a longer TTL costs
+	// only its own length.
+	e := startClinics(t, 4*time.Second)
 	clinic := e.seedClinic("Europe/Berlin")
 	doctor := e.seedDoctor(clinic, 30, true, allWeek("08:00", "12:00"))
 	day := bookingtest.Date(8)
