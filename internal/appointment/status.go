@@ -54,3 +54,59 @@ func Shown(st SlotStatus, lapsed bool) SlotStatus {
 
 // CanBlock reports whether staff may block a slot in status st.
 func CanBlock(st SlotStatus, lapsed bool) bool { return Takeable(st, lapsed) || st == SlotBlocked }
+
+// ConfirmStep is what confirming an appointment does, decided from what
+// the store found under its locks (ConfirmFacts).
+type ConfirmStep int
+
+// The steps of a confirm.
+const (
+	// ConfirmAnswer: confirmed already; answer with it, change nothing.
+	ConfirmAnswer ConfirmStep = iota
+	// ConfirmInvalid: the appointment cannot be confirmed (cancelled,
+	// no-show): 409 invalid_state, nothing changes.
+	ConfirmInvalid
+	// ConfirmBook: the appointment still holds its slot (even if its hold
+	// lapsed: nobody took the slot meanwhile); book the slot.
+	ConfirmBook
+	// ConfirmTakeAgain: the lapsed hold was given up; take the slot again
+	// if it is still takeable, else lose.
+	ConfirmTakeAgain
+	// ConfirmLose: the slot went to someone else, it is over, or the guest
+	// booked another slot of this doctor that day: the appointment expires
+	// and the payment is refunded (409 hold_expired, committed).
+	ConfirmLose
+)
+
+// ConfirmFacts are what a confirm decides on, read under the locks of the
+// lock order (guest days, the slot, the appointment).
+type ConfirmFacts struct {
+	Status Status // the appointment's status
+	// HoldsSlot: its slot is held and names this appointment.
+	HoldsSlot bool
+	// Started: the slot has begun (database time).
+	Started bool
+	// OtherLiveThatDay: the guest has another live appointment with this
+	// doctor on the slot's day — one appointment per doctor per day.
+	OtherLiveThatDay bool
+}
+
+// DecideConfirm is the clinic confirm decision; the store executes it.
+func DecideConfirm(f ConfirmFacts) ConfirmStep {
+	switch OnConfirm(f.Status) {
+	case ConfirmAlready:
+		return ConfirmAnswer
+	case ConfirmRefuse:
+		return ConfirmInvalid
+	case ConfirmNow:
+		if f.HoldsSlot && !f.Started && !f.OtherLiveThatDay {
+			return ConfirmBook
+		}
+		return ConfirmLose
+	default: // ConfirmRetake
+		if f.Started || f.OtherLiveThatDay {
+			return ConfirmLose
+		}
+		return ConfirmTakeAgain
+	}
+}

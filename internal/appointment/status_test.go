@@ -35,3 +35,31 @@ func TestOnConfirm(t *testing.T) {
 		}
 	}
 }
+
+func TestDecideConfirm(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		f    ConfirmFacts
+		want ConfirmStep
+	}{
+		{"confirmed already", ConfirmFacts{Status: StatusConfirmed}, ConfirmAnswer},
+		{"confirmed already, even on a day now busy", ConfirmFacts{Status: StatusConfirmed, OtherLiveThatDay: true}, ConfirmAnswer},
+		{"cancelled", ConfirmFacts{Status: StatusCancelled, HoldsSlot: true}, ConfirmInvalid},
+		{"no-show", ConfirmFacts{Status: StatusNoShow}, ConfirmInvalid},
+		{"held and holding its slot", ConfirmFacts{Status: StatusHeld, HoldsSlot: true}, ConfirmBook},
+		{"held, slot taken by another", ConfirmFacts{Status: StatusHeld}, ConfirmLose},
+		{"held, slot over", ConfirmFacts{Status: StatusHeld, HoldsSlot: true, Started: true}, ConfirmLose},
+		{"held, another appointment that day", ConfirmFacts{Status: StatusHeld, HoldsSlot: true, OtherLiveThatDay: true}, ConfirmLose},
+		{"expired: take the slot again", ConfirmFacts{Status: StatusExpired}, ConfirmTakeAgain},
+		{"expired, slot over", ConfirmFacts{Status: StatusExpired, Started: true}, ConfirmLose},
+		{"expired, another appointment that day", ConfirmFacts{Status: StatusExpired, OtherLiveThatDay: true}, ConfirmLose},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if got := DecideConfirm(tc.f); got != tc.want {
+				t.Fatalf("DecideConfirm(%+v) = %d, want %d", tc.f, got, tc.want)
+			}
+		})
+	}
+}

@@ -321,31 +321,27 @@ func (c *ClinicStore) Confirm(ctx context.Context, clinicID, apptID, paymentRef 
 		if err != nil {
 			return nil, err
 		}
-		action := appointment.OnConfirm(a.Status)
-		switch action {
-		case appointment.ConfirmAlready:
-			return a, nil
-		case appointment.ConfirmRefuse:
-			return a, berth.Errorf(berth.CodeInvalidState, "a %s appointment cannot be confirmed", a.Status)
-		}
 		busy, err := liveElsewhere(ctx, tx, clinicID, a.DoctorID, a.GuestID, day, a.ID)
 		if err != nil {
 			return nil, err
 		}
+		ours := l.appointmentID == a.ID && l.status == appointment.SlotHeld
+		step := appointment.DecideConfirm(appointment.ConfirmFacts{Status: a.Status, HoldsSlot: ours,
+			Started: l.started, OtherLiveThatDay: busy})
 		au := &audit{clinicID: clinicID, region: c.s.region}
 		var evs []event
-		ours := l.appointmentID == a.ID && l.status == appointment.SlotHeld
 		won := false
-		switch {
-		case busy || l.started:
-			// The guest booked another slot of this doctor that day after
-			// this hold lapsed, or the slot is over: not this one.
-		case action == appointment.ConfirmNow && ours:
+		switch step {
+		case appointment.ConfirmAnswer:
+			return a, nil
+		case appointment.ConfirmInvalid:
+			return a, berth.Errorf(berth.CodeInvalidState, "a %s appointment cannot be confirmed", a.Status)
+		case appointment.ConfirmBook:
 			b.Queue(`UPDATE slots SET status = 'booked', hold_expires_at = NULL, version = version + 1, updated_at = now()
 				WHERE clinic_id = $1 AND slot_id = $2 AND appointment_id = $3`, clinicID, a.SlotID, a.ID)
 			au.add(a.SlotID, a.ID, actor, ch, appointment.SlotHeld, appointment.SlotBooked)
 			won = true
-		case action == appointment.ConfirmRetake:
+		case appointment.ConfirmTakeAgain:
 			t, ok, err := takeSlot(ctx, tx, clinicID, a.SlotID, appointment.SlotBooked, a.GuestID, a.ID, 0, nil)
 			if err != nil {
 				return nil, err
