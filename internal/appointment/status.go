@@ -39,7 +39,8 @@ func CanReschedule(s Status) bool { return s.Live() }
 
 // Takeable reports whether a slot in status st is open for a new holder;
 // lapsed tells whether its hold (if held) expired by database time. The
-// store expresses the same rule in its conditional UPDATE.
+// store expresses the same rule in its conditional UPDATE (takeableSQL); a
+// test of the store holds the two together.
 func Takeable(st SlotStatus, lapsed bool) bool {
 	return st == SlotOpen || (st == SlotHeld && lapsed)
 }

@@ -15,7 +15,8 @@ import (
 
 // takeableSQL is the one rule of who may take a slot, in database time: an
 // open slot, or a held one whose hold lapsed. Nothing sweeps lapsed holds;
-// every write and read treats them as open.
+// every write and read treats them as open. It is appointment.Takeable in
+// database time; TestTakeableSQLIsAppointmentTakeable holds the two together.
 const takeableSQL = `(s.status = 'open' OR (s.status = 'held' AND s.hold_expires_at < now()))`
 
 // shownStatusSQL is the status a client sees (a lapsed hold shows as open).

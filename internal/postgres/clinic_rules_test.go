@@ -1,0 +1,35 @@
+package postgres_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/berthhq/berth/internal/appointment"
+	"github.com/berthhq/berth/internal/dbtest"
+	"github.com/berthhq/berth/internal/postgres"
+)
+
+// The takeable-slot rule is written twice: in Go (appointment.Takeable, for
+// the answers) and in SQL (the store's conditional UPDATEs, in database
+// time). Every status, lapsed or not, gets the same verdict from both.
+func TestTakeableSQLIsAppointmentTakeable(t *testing.T) {
+	t.Parallel()
+	db, _ := dbtest.New(t, postgres.Options{})
+	q := `SELECT ` + postgres.TakeableSQLForTest + `
+		FROM (SELECT $1::TEXT AS status, now() + $2 * INTERVAL '1 minute' AS hold_expires_at) AS s`
+	for _, st := range []appointment.SlotStatus{appointment.SlotOpen, appointment.SlotHeld, appointment.SlotBooked, appointment.SlotBlocked} {
+		for _, lapsed := range []bool{false, true} {
+			offset := 1 // minutes from now to the hold's expiry
+			if lapsed {
+				offset = -1
+			}
+			var got bool
+			if err := dbtest.SQL(db).QueryRow(context.Background(), q, string(st), offset).Scan(&got); err != nil {
+				t.Fatal(err)
+			}
+			if want := appointment.Takeable(st, lapsed); got != want {
+				t.Errorf("slot %s, lapsed %v: SQL says takeable=%v, appointment.Takeable says %v", st, lapsed, got, want)
+			}
+		}
+	}
+}
