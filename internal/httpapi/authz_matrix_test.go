@@ -14,7 +14,7 @@ import (
 )
 
 // The roles of the matrix: who sends the request.
-var matrixRoles = []string{"none", "guest", "other-guest", "staff-here", "staff-elsewhere", "admin", "ops", "partner-key"}
+var matrixRoles = []string{"none", "guest", "other-guest", "staff-here", "hotel-staff", "staff-elsewhere", "admin", "ops", "partner-key"}
 
 // allowed lists, per route, the roles that may call it; every other role
 // must get 401 (no or unusable credentials) or 403 (wrong principal).
@@ -65,8 +65,11 @@ func TestAuthorizationMatrix(t *testing.T) {
 		"other-guest":     env.Token("bob", berth.RoleGuest),
 		"staff-here":      env.Token("desk-1", berth.RoleStaff, h.ID, clinicID),
 		"staff-elsewhere": env.Token("desk-2", berth.RoleStaff, uuid.NewString()),
-		"admin":           env.Admin(),
-		"ops":             env.Token("ops-1", berth.RoleOps),
+		// Staff whose token names only the hotel: the contract gives them
+		// nothing on its reservations, nor anything of a clinic.
+		"hotel-staff": env.Token("front-desk", berth.RoleStaff, h.ID),
+		"admin":       env.Admin(),
+		"ops":         env.Token("ops-1", berth.RoleOps),
 	}
 	admin := tokens["admin"]
 	holdBody := func(guest string) map[string]any {
