@@ -39,8 +39,20 @@ const (
 	StatusNoShow    Status = "no_show"
 )
 
-// Live reports whether an appointment in status s occupies its slot.
+// Live reports whether an appointment in status s still claims its slot: a
+// held one, even when its hold lapsed (it may still be confirmed, cancelled
+// or rescheduled until someone else takes the slot), or a confirmed one.
 func (s Status) Live() bool { return s == StatusHeld || s == StatusConfirmed }
+
+// Counts reports whether an appointment in status s counts against the
+// guest's one appointment per doctor per day: a confirmed one, or a held
+// one whose hold has not lapsed (lapsed: by database time). A lapsed hold
+// is Live but no longer Counts, so the guest may book another slot that
+// day. The store says the same in SQL (countsSQL); a test of the store
+// holds the two together.
+func (s Status) Counts(lapsed bool) bool {
+	return s == StatusConfirmed || (s == StatusHeld && !lapsed)
+}
 
 // SlotStatus is the status of the slot an appointment in status s occupies.
 func (s Status) SlotStatus() SlotStatus {

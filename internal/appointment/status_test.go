@@ -63,3 +63,27 @@ func TestDecideConfirm(t *testing.T) {
 		})
 	}
 }
+
+// Live and Counts differ only for a lapsed hold: it still claims its slot
+// (it may be confirmed while nobody took it) but no longer stops the guest
+// from booking another slot of that doctor that day.
+func TestLiveAndCounts(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		s            Status
+		lapsed       bool
+		live, counts bool
+	}{
+		{StatusHeld, false, true, true},
+		{StatusHeld, true, true, false},
+		{StatusConfirmed, false, true, true},
+		{StatusConfirmed, true, true, true},
+		{StatusCancelled, false, false, false},
+		{StatusExpired, false, false, false},
+		{StatusNoShow, false, false, false},
+	} {
+		if tc.s.Live() != tc.live || tc.s.Counts(tc.lapsed) != tc.counts {
+			t.Errorf("%s lapsed=%v: Live %v Counts %v, want %v %v", tc.s, tc.lapsed, tc.s.Live(), tc.s.Counts(tc.lapsed), tc.live, tc.counts)
+		}
+	}
+}

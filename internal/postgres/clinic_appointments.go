@@ -65,14 +65,19 @@ func lockGuestDays(ctx context.Context, tx pgx.Tx, clinicID, region, doctorID, g
 	return nil
 }
 
+// countsSQL is appointment.Status.Counts in database time, over an
+// appointment row a: the appointments that count against the guest's one
+// per doctor per day.
+const countsSQL = `(a.status = 'confirmed' OR (a.status = 'held' AND a.hold_expires_at >= now()))`
+
 // liveElsewhere reports whether the guest has another live appointment (a
 // booking, or a hold that has not lapsed) with the doctor on that day.
 func liveElsewhere(ctx context.Context, tx pgx.Tx, clinicID, doctorID, guestID string, day time.Time, exceptAppt string) (bool, error) {
 	var n int64
 	err := tx.QueryRow(ctx,
-		`SELECT count(*) FROM appointments
-		 WHERE clinic_id = $1 AND doctor_id = $2 AND guest_id = $3 AND local_date = $4 AND appointment_id::TEXT <> $5
-		   AND (status = 'confirmed' OR (status = 'held' AND hold_expires_at >= now()))`,
+		`SELECT count(*) FROM appointments AS a
+		 WHERE a.clinic_id = $1 AND a.doctor_id = $2 AND a.guest_id = $3 AND a.local_date = $4 AND a.appointment_id::TEXT <> $5
+		   AND `+countsSQL,
 		clinicID, doctorID, guestID, day, exceptAppt).Scan(&n)
 	if err != nil {
 		return false, fmt.Errorf("count guest appointments: %w", err)
@@ -158,7 +163,7 @@ func (c *ClinicStore) Hold(ctx context.Context, req appointment.HoldRequest, ide
 				   AND NOT EXISTS (SELECT 1 FROM appointments a
 				       WHERE a.clinic_id = s.clinic_id AND a.doctor_id = s.doctor_id AND a.guest_id = $5
 				         AND a.local_date = s.local_date
-				         AND (a.status = 'confirmed' OR (a.status = 'held' AND a.hold_expires_at >= now())))
+				         AND `+countsSQL+`)
 				 ORDER BY s.starts_at, s.slot_id LIMIT 1 FOR UPDATE OF s SKIP LOCKED`,
 				req.ClinicID, req.DoctorID, req.WindowStart, req.WindowEnd, req.GuestID).Scan(&slotID)
 			if errors.Is(err, pgx.ErrNoRows) {

@@ -3,3 +3,7 @@ package postgres
 // TakeableSQLForTest is the store's takeable-slot condition over a row s
 // with status and hold_expires_at.
 const TakeableSQLForTest = takeableSQL
+
+// CountsSQLForTest is the store's counting condition over an appointment
+// row a with status and hold_expires_at.
+const CountsSQLForTest = countsSQL

@@ -33,3 +33,29 @@ func TestTakeableSQLIsAppointmentTakeable(t *testing.T) {
 		}
 	}
 }
+
+// "Counts against one appointment per doctor per day" is written in Go
+// (appointment.Status.Counts) and in SQL (the store's guest-day checks):
+// every status, lapsed or not, gets the same verdict from both.
+func TestCountsSQLIsAppointmentCounts(t *testing.T) {
+	t.Parallel()
+	db, _ := dbtest.New(t, postgres.Options{})
+	q := `SELECT ` + postgres.CountsSQLForTest + `
+		FROM (SELECT $1::TEXT AS status, now() + $2 * INTERVAL '1 minute' AS hold_expires_at) AS a`
+	for _, st := range []appointment.Status{appointment.StatusHeld, appointment.StatusConfirmed, appointment.StatusCancelled,
+		appointment.StatusExpired, appointment.StatusNoShow} {
+		for _, lapsed := range []bool{false, true} {
+			offset := 1
+			if lapsed {
+				offset = -1
+			}
+			var got bool
+			if err := dbtest.SQL(db).QueryRow(context.Background(), q, string(st), offset).Scan(&got); err != nil {
+				t.Fatal(err)
+			}
+			if want := st.Counts(lapsed); got != want {
+				t.Errorf("appointment %s, lapsed %v: SQL says counts=%v, Status.Counts says %v", st, lapsed, got, want)
+			}
+		}
+	}
+}
