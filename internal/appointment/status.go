@@ -31,6 +31,12 @@ func OnConfirm(s Status) ConfirmAction {
 	return reservation.OnConfirm(reservation.Status(s))
 }
 
+// CancelOnPaymentFailure is reservation.CancelOnPaymentFailure for an
+// appointment: only a hold is released by a failed payment.
+func CancelOnPaymentFailure(s Status) bool {
+	return reservation.CancelOnPaymentFailure(reservation.Status(s))
+}
+
 // CanCancel reports whether an appointment in status s may be cancelled.
 func CanCancel(s Status) bool { return s.Live() }
 

@@ -87,3 +87,12 @@ func TestLiveAndCounts(t *testing.T) {
 		}
 	}
 }
+
+func TestAppointmentCancelOnPaymentFailure(t *testing.T) {
+	t.Parallel()
+	for s, want := range map[Status]bool{StatusHeld: true, StatusConfirmed: false, StatusCancelled: false, StatusExpired: false, StatusNoShow: false} {
+		if got := CancelOnPaymentFailure(s); got != want {
+			t.Errorf("CancelOnPaymentFailure(%s) = %v, want %v", s, got, want)
+		}
+	}
+}

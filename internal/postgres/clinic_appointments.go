@@ -419,7 +419,7 @@ func (c *ClinicStore) cancel(ctx context.Context, clinicID, apptID string, autho
 		if ch == "" {
 			ch = a.Channel
 		}
-		if onlyHeld && a.Status != appointment.StatusHeld {
+		if onlyHeld && !appointment.CancelOnPaymentFailure(a.Status) {
 			return a, nil
 		}
 		if !appointment.CanCancel(a.Status) {

@@ -39,7 +39,7 @@ func (s *Store) PaymentFailed(ctx context.Context, kind berth.Kind, partitionID,
 		if err != nil {
 			return nil, err
 		}
-		if r.Status != reservation.StatusHeld {
+		if !reservation.CancelOnPaymentFailure(r.Status) {
 			return r, nil
 		}
 		if err := releaseStay(ctx, tx, r); err != nil {

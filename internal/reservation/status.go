@@ -50,6 +50,13 @@ func OnConfirm(s Status) ConfirmAction {
 // a live reservation has nights to give back.
 func CanCancel(s Status) bool { return s.Live() }
 
+// CancelOnPaymentFailure reports whether a failed payment cancels a
+// reservation (or an appointment) in status s: only a hold is released. A
+// confirmed booking is not undone by a late failure notice, and anything
+// already over stays as it is; either way the notice is answered, not
+// refused, so the provider stops resending it.
+func CancelOnPaymentFailure(s Status) bool { return s == StatusHeld }
+
 // Event types written to the outbox.
 const (
 	EventHeld            = "reservation.held"

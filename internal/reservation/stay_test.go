@@ -115,3 +115,12 @@ func TestOnConfirm(t *testing.T) {
 		t.Error("CanCancel must allow exactly the live statuses")
 	}
 }
+
+func TestCancelOnPaymentFailure(t *testing.T) {
+	t.Parallel()
+	for s, want := range map[Status]bool{StatusHeld: true, StatusConfirmed: false, StatusCancelled: false, StatusExpired: false} {
+		if got := CancelOnPaymentFailure(s); got != want {
+			t.Errorf("CancelOnPaymentFailure(%s) = %v, want %v", s, got, want)
+		}
+	}
+}
