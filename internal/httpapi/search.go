@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -105,7 +106,10 @@ func (s *Server) searchHotels(w http.ResponseWriter, r *http.Request) error {
 		}
 		resp := searchResponse{Hotels: page.Hotels}
 		if page.More && len(page.Hotels) > 0 {
-			c := encodeCursor(page.Hotels[len(page.Hotels)-1].ID, fp)
+			c, err := encodeCursor(page.Hotels[len(page.Hotels)-1].ID, fp)
+			if err != nil {
+				return nil, err
+			}
 			resp.NextCursor = &c
 		}
 		return resp, nil
@@ -129,10 +133,16 @@ func searchFingerprint(city string, q map[string][]string) string {
 // opaque to clients; an edited cursor, or one from another search, fails the
 // checksum and is a 400. It is not a secret: forging one only skips ahead in
 // a public listing.
-func encodeCursor(hotelID, fp string) string {
-	id := uuid.MustParse(hotelID)
+//
+// The id comes from the database; one that is not a UUID is an error of
+// ours (a 500), never a panic in the request path.
+func encodeCursor(hotelID, fp string) (string, error) {
+	id, err := uuid.Parse(hotelID)
+	if err != nil {
+		return "", fmt.Errorf("search cursor: hotel id %q: %w", hotelID, err)
+	}
 	b := append(id[:], cursorSum(id, fp)...)
-	return base64.RawURLEncoding.EncodeToString(b)
+	return base64.RawURLEncoding.EncodeToString(b), nil
 }
 
 func decodeCursor(c, fp string) (string, bool) {
