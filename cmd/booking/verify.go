@@ -27,8 +27,12 @@ func newVerifyCmd() *cobra.Command {
 		Long: `verify reads BERTH_DATABASE_URL and checks, for every partition (or those
 homed in --region):
 
-  - every night: reserved equals the sum of its live reservations, within [0, sell_limit]
-  - every live reservation's nights exist
+  - every night: reserved equals the sum of the reservations occupying it (held,
+    confirmed, checked in or out, a no-show's first night), within [0, sell_limit]
+  - every occupied night exists
+  - no room is assigned to two stays (or assigned and out of order) on one night; every
+    assigned room-night belongs to a stay occupying it; every stay has its rooms every night
+  - every night's out-of-order count matches its rooms out of order
   - no hotel hold lingers past its expiry longer than --stale-after (the sweeper runs)
   - every booking confirmed within --event-window has its confirmation event
   - at most one live appointment per slot; a live appointment and its slot point at

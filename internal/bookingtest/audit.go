@@ -33,7 +33,7 @@ func Violations(ctx context.Context, db *postgres.DB, partitions []string, check
 // covering it and stays within the sellable limit, and every live
 // reservation's nights exist. It returns one line per violation.
 func InventoryViolations(ctx context.Context, db *postgres.DB) ([]string, error) {
-	return Violations(ctx, db, nil, postgres.CheckInventory, postgres.CheckReservationNights)
+	return Violations(ctx, db, nil, postgres.HotelInvariants...)
 }
 
 // SlotViolations checks the clinic invariant of the given clinics with the

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -71,7 +72,7 @@ func StartOn(t testing.TB, db *postgres.DB, dbURL string, opts Options) *Env {
 	}
 	store := postgres.NewStore(db, opts.Region, opts.HoldTTL)
 	cfg := httpapi.Config{
-		Region: opts.Region, Hotels: store, Tokens: tokens, Ready: db.Ping,
+		Region: opts.Region, Hotels: store, Stays: store, Tokens: tokens, Ready: db.Ping,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 	if opts.Configure != nil {
@@ -226,3 +227,19 @@ func NewKey() string { return uuid.NewString() }
 
 // Date returns the date n days from today (UTC) as YYYY-MM-DD.
 func Date(n int) string { return time.Now().UTC().AddDate(0, 0, n).Format("2006-01-02") }
+
+// SeedRooms adds n physical rooms to the hotel's room type, numbered
+// prefix+"01", prefix+"02", …, and returns their ids in that order.
+func (e *Env) SeedRooms(h Hotel, prefix string, n int) []string {
+	e.T.Helper()
+	ids := make([]string, 0, n)
+	for i := range n {
+		r := e.Do(Request{Method: "POST", Path: "/v1/hotels/" + h.ID + "/rooms", Token: e.Admin(), Body: map[string]any{
+			"room_type_id": h.RoomTypeID, "number": fmt.Sprintf("%s%02d", prefix, i+1), "floor": 1}})
+		if r.Status != http.StatusCreated {
+			e.T.Fatalf("create room: %d %s", r.Status, r.Body)
+		}
+		ids = append(ids, r.JSON()["room_id"].(string))
+	}
+	return ids
+}

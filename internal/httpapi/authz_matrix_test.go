@@ -1,8 +1,10 @@
 package httpapi_test
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -94,6 +96,8 @@ func TestAuthorizationMatrix(t *testing.T) {
 	}
 	hotelPath := "/v1/hotels/" + h.ID
 	clinicPath := "/v1/clinics/" + clinicID
+	room := env.SeedRooms(h, "m", 1)[0]
+	var roomNumbers atomic.Int64
 	cases := []matrixCase{
 		{"create hotel", "admin", func(*testing.T) bookingtest.Request {
 			return bookingtest.Request{Method: "POST", Path: "/v1/hotels", Body: map[string]any{"name": "H", "city": "C", "country": "DE", "timezone": "Europe/Berlin", "home_region": "us-east"}}
@@ -119,6 +123,18 @@ func TestAuthorizationMatrix(t *testing.T) {
 		}, 200},
 		{"cancel alice's reservation", "guest admin", func(t *testing.T) bookingtest.Request {
 			return bookingtest.Request{Method: "POST", Path: hotelPath + "/reservations/" + aliceReservation(t) + "/cancel", IdemKey: bookingtest.NewKey()}
+		}, 200},
+		{"create room", "admin", func(*testing.T) bookingtest.Request {
+			return bookingtest.Request{Method: "POST", Path: hotelPath + "/rooms", Body: map[string]any{"room_type_id": h.RoomTypeID, "number": fmt.Sprint(roomNumbers.Add(1)), "floor": 2}}
+		}, 201},
+		{"list rooms", "admin", func(*testing.T) bookingtest.Request {
+			return bookingtest.Request{Method: "GET", Path: hotelPath + "/rooms"}
+		}, 200},
+		{"room out of order", "admin", func(*testing.T) bookingtest.Request {
+			return bookingtest.Request{Method: "POST", Path: hotelPath + "/rooms/" + room + "/out-of-order", Body: map[string]any{"from": bookingtest.Date(40), "to": bookingtest.Date(42), "reason": "paint"}}
+		}, 200},
+		{"room back in order", "admin", func(*testing.T) bookingtest.Request {
+			return bookingtest.Request{Method: "DELETE", Path: hotelPath + "/rooms/" + room + "/out-of-order?from=" + bookingtest.Date(40) + "&to=" + bookingtest.Date(42)}
 		}, 200},
 		{"create clinic", "admin", func(*testing.T) bookingtest.Request {
 			return bookingtest.Request{Method: "POST", Path: "/v1/clinics", Body: map[string]any{"name": "C", "timezone": "Europe/Berlin", "home_region": "us-east"}}

@@ -30,6 +30,9 @@ type HotelStore interface {
 type Config struct {
 	Region string
 	Hotels HotelStore
+	// Stays serves the rooms and front-desk routes when set (rooms.go,
+	// desk.go).
+	Stays StayStore
 	// Clinics serves the clinic routes when set (clinics.go).
 	Clinics ClinicStore
 	// Payments serves the payment webhook when set (payments.go).
@@ -86,6 +89,9 @@ func (s *Server) routes() {
 	}
 	if s.cfg.Hotels != nil {
 		s.hotelRoutes()
+	}
+	if s.cfg.Stays != nil {
+		s.roomRoutes()
 	}
 	if s.cfg.Clinics != nil {
 		s.clinicRoutes()

@@ -132,54 +132,47 @@ func (s *Store) SetInventory(ctx context.Context, hotelID, roomTypeID string, fr
 		if err != nil {
 			return nil, fmt.Errorf("read room type: %w", err)
 		}
-		limit := reservation.SellLimit(total, int(pct))
 		if onlyMissing {
+			// A night not loaded has no room out of order (SetOutOfOrder
+			// refuses such nights), so its limit is the plain fold.
 			tag, err := tx.Exec(ctx,
 				`INSERT INTO room_inventory (hotel_id, room_type_id, night, home_region, total_rooms, sell_limit)
 				 SELECT $1, $2, d, $3, $4, $5 FROM unnest($6::DATE[]) AS d
 				 ON CONFLICT (hotel_id, room_type_id, night) DO NOTHING`,
-				hotelID, roomTypeID, s.region, total, limit, dates)
+				hotelID, roomTypeID, s.region, total, reservation.SellLimit(total, int(pct)), dates)
 			nights = int(tag.RowsAffected())
 			return nil, err
 		}
 		// Lock the nights that exist, in ascending date order, and find any
-		// that the new limit would put below what is already reserved.
-		rows, err := tx.Query(ctx,
-			`SELECT night, reserved FROM room_inventory
-			 WHERE hotel_id = $1 AND room_type_id = $2 AND night >= $3 AND night < $4
-			 ORDER BY night FOR UPDATE`, hotelID, roomTypeID, from.Time(), to.Time())
+		// that the new limit — the total less the rooms out of order that
+		// night — would put below what is already reserved.
+		locked, err := lockInventoryNights(ctx, tx, hotelID, roomTypeID, from, to)
 		if err != nil {
-			return nil, fmt.Errorf("lock nights: %w", err)
+			return nil, err
 		}
+		outOfOrder := make(map[string]int, len(locked))
 		var over []string
-		for rows.Next() {
-			var (
-				night    time.Time
-				reserved int32
-			)
-			if err := rows.Scan(&night, &reserved); err != nil {
-				rows.Close()
-				return nil, err
+		for _, n := range locked {
+			outOfOrder[reservation.DateOf(n.night).String()] = n.outOfOrder
+			if n.reserved > reservation.SellLimit(max(total-n.outOfOrder, 0), int(pct)) {
+				over = append(over, reservation.DateOf(n.night).String())
 			}
-			if int(reserved) > limit {
-				over = append(over, reservation.DateOf(night).String())
-			}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, fmt.Errorf("lock nights: %w", err)
 		}
 		if len(over) > 0 {
 			return nil, &berth.Error{Code: berth.CodeInvalidState,
-				Detail: fmt.Sprintf("%d night(s) have more rooms reserved than the new limit of %d", len(over), limit),
+				Detail: fmt.Sprintf("%d night(s) have more rooms reserved than the new limit allows", len(over)),
 				Extra:  map[string]any{"nights": over}}
+		}
+		limits := make([]int32, len(dates))
+		for i, d := range dates {
+			limits[i] = int32(reservation.SellLimit(max(total-outOfOrder[reservation.DateOf(d).String()], 0), int(pct)))
 		}
 		tag, err := tx.Exec(ctx,
 			`INSERT INTO room_inventory (hotel_id, room_type_id, night, home_region, total_rooms, sell_limit)
-			 SELECT $1, $2, d, $3, $4, $5 FROM unnest($6::DATE[]) AS d
+			 SELECT $1, $2, u.d, $3, $4, u.l FROM unnest($5::DATE[], $6::INT4[]) AS u(d, l)
 			 ON CONFLICT (hotel_id, room_type_id, night)
 			 DO UPDATE SET total_rooms = excluded.total_rooms, sell_limit = excluded.sell_limit`,
-			hotelID, roomTypeID, s.region, total, limit, dates)
+			hotelID, roomTypeID, s.region, total, dates, limits)
 		if err != nil {
 			if constraintName(err) == "room_inventory_reserved_within_limit" {
 				return nil, berth.Errorf(berth.CodeInvalidState, "a night has more rooms reserved than the new limit")

@@ -36,6 +36,8 @@ var partitionTables = map[berth.Kind][]partitionTable{
 		{name: "reservations", column: "hotel_id"},
 		{name: "room_inventory", column: "hotel_id", lockOrder: "room_type_id, night"},
 		{name: "reservations", column: "hotel_id"},
+		{name: "rooms", column: "hotel_id", lockOrder: "room_id"},
+		{name: "room_nights", column: "hotel_id", lockOrder: "room_id, night"},
 	},
 	berth.KindClinic: {
 		{name: "clinics", column: "clinic_id"},

@@ -50,7 +50,22 @@ const (
 	CheckAppointmentOnSlot  = "live_appointment_matches_slot"
 	CheckSlotHasAppointment = "occupied_slot_has_appointment"
 	CheckAppointmentEvent   = "confirmed_appointment_has_event"
+	CheckRoomNightOnce      = "room_night_single_use"
+	CheckRoomAssignments    = "room_assignments_match_stays"
+	CheckStaysHaveRooms     = "stays_have_rooms"
+	CheckOutOfOrderCounted  = "out_of_order_counted"
 )
+
+// HotelInvariants are the checks that prove the hotel invariants — the
+// nights (reserved = what occupies them, within the limit) and the rooms (a
+// room is never used twice on a night; stays and their rooms agree): the
+// tests' audit and the loadtest's run these.
+var HotelInvariants = []string{CheckInventory, CheckReservationNights,
+	CheckRoomNightOnce, CheckRoomAssignments, CheckStaysHaveRooms, CheckOutOfOrderCounted}
+
+// occupyingStatuses are the reservation statuses that count in the nights
+// [check_in, COALESCE(released_from, check_out)) (reservation.Status.Occupies).
+const occupyingStatuses = `('held', 'confirmed', 'checked_in', 'checked_out', 'no_show')`
 
 // verifyCheck is one check: a query listing (partition, detail) of each
 // violation. Its arguments are $1 region ("" = all), $2 the limit, $3 the
@@ -66,26 +81,66 @@ type verifyCheck struct {
 func eventWindow(o VerifyOptions) time.Duration { return o.EventWindow }
 
 var verifyChecks = []verifyCheck{
-	{CheckInventory, "every night: reserved = sum of live reservations, 0 ≤ reserved ≤ sell_limit", false, `
+	{CheckInventory, "every night: reserved = sum of the reservations occupying it, 0 ≤ reserved ≤ sell_limit", false, `
 		SELECT i.hotel_id::TEXT, 'room type ' || i.room_type_id::TEXT || ' night ' || i.night::TEXT ||
 		       ': reserved=' || i.reserved || ' live=' || COALESCE(SUM(r.quantity), 0) || ' limit=' || i.sell_limit
 		FROM room_inventory i
 		LEFT JOIN reservations r ON r.hotel_id = i.hotel_id AND r.room_type_id = i.room_type_id
-		     AND r.status IN ('held', 'confirmed') AND r.check_in <= i.night AND r.check_out > i.night
+		     AND r.status IN `+occupyingStatuses+` AND r.check_in <= i.night AND COALESCE(r.released_from, r.check_out) > i.night
 		WHERE ($1 = '' OR i.home_region = $1) AND ($3::UUID[] IS NULL OR i.hotel_id = ANY($3::UUID[]))
 		GROUP BY i.hotel_id, i.room_type_id, i.night, i.reserved, i.sell_limit
 		HAVING i.reserved <> COALESCE(SUM(r.quantity), 0) OR i.reserved > i.sell_limit OR i.reserved < 0
 		ORDER BY 1, 2 LIMIT $2`, nil},
-	{CheckReservationNights, "every live reservation's nights exist in inventory", false, `
+	{CheckReservationNights, "every night a reservation occupies exists in inventory", false, `
 		SELECT r.hotel_id::TEXT, 'reservation ' || r.reservation_id::TEXT || ' covers ' ||
-		       (r.check_out - r.check_in) || ' nights but ' || count(i.night) || ' exist'
+		       (COALESCE(r.released_from, r.check_out) - r.check_in) || ' nights but ' || count(i.night) || ' exist'
 		FROM reservations r
 		LEFT JOIN room_inventory i ON i.hotel_id = r.hotel_id AND i.room_type_id = r.room_type_id
-		     AND i.night >= r.check_in AND i.night < r.check_out
-		WHERE r.status IN ('held', 'confirmed') AND ($1 = '' OR r.home_region = $1)
+		     AND i.night >= r.check_in AND i.night < COALESCE(r.released_from, r.check_out)
+		WHERE r.status IN `+occupyingStatuses+` AND ($1 = '' OR r.home_region = $1)
 		  AND ($3::UUID[] IS NULL OR r.hotel_id = ANY($3::UUID[]))
-		GROUP BY r.hotel_id, r.reservation_id, r.check_in, r.check_out
-		HAVING count(i.night) <> (r.check_out - r.check_in)
+		GROUP BY r.hotel_id, r.reservation_id, r.check_in, r.check_out, r.released_from
+		HAVING count(i.night) <> (COALESCE(r.released_from, r.check_out) - r.check_in)
+		ORDER BY 1, 2 LIMIT $2`, nil},
+	{CheckRoomNightOnce, "a room is never assigned to two stays (or out of order and assigned) on one night", false, `
+		SELECT hotel_id::TEXT, 'room ' || room_id::TEXT || ' night ' || night::TEXT || ' has ' || count(*) || ' uses'
+		FROM room_nights
+		WHERE ($1 = '' OR home_region = $1) AND ($3::UUID[] IS NULL OR hotel_id = ANY($3::UUID[]))
+		GROUP BY hotel_id, room_id, night HAVING count(*) > 1
+		ORDER BY 1, 2 LIMIT $2`, nil},
+	{CheckRoomAssignments, "every assigned room-night belongs to a checked-in or checked-out stay of the room's type that occupies the night", false, `
+		SELECT n.hotel_id::TEXT, 'room ' || n.room_id::TEXT || ' night ' || n.night::TEXT || ' is assigned to ' ||
+		       n.reservation_id::TEXT || ' (' || COALESCE(r.status, 'missing') || ')'
+		FROM room_nights n
+		LEFT JOIN rooms m ON m.hotel_id = n.hotel_id AND m.room_id = n.room_id
+		LEFT JOIN reservations r ON r.hotel_id = n.hotel_id AND r.reservation_id = n.reservation_id
+		WHERE n.reservation_id IS NOT NULL AND ($1 = '' OR n.home_region = $1)
+		  AND ($3::UUID[] IS NULL OR n.hotel_id = ANY($3::UUID[]))
+		  AND (r.reservation_id IS NULL OR m.room_id IS NULL OR r.status NOT IN ('checked_in', 'checked_out')
+		       OR r.room_type_id <> n.room_type_id OR m.room_type_id <> n.room_type_id
+		       OR n.night < r.check_in OR n.night >= COALESCE(r.released_from, r.check_out))
+		ORDER BY 1, 2 LIMIT $2`, nil},
+	{CheckStaysHaveRooms, "every checked-in or checked-out stay has its quantity of rooms on every night it occupies", false, `
+		SELECT r.hotel_id::TEXT, 'reservation ' || r.reservation_id::TEXT || ' (' || r.status || ') has ' || count(n.night) ||
+		       ' room-nights on ' || count(DISTINCT n.night) || ' nights, want ' || r.quantity || ' rooms on ' ||
+		       (COALESCE(r.released_from, r.check_out) - r.check_in) || ' nights'
+		FROM reservations r
+		LEFT JOIN room_nights n ON n.hotel_id = r.hotel_id AND n.reservation_id = r.reservation_id
+		WHERE r.status IN ('checked_in', 'checked_out') AND ($1 = '' OR r.home_region = $1)
+		  AND ($3::UUID[] IS NULL OR r.hotel_id = ANY($3::UUID[]))
+		GROUP BY r.hotel_id, r.reservation_id, r.status, r.quantity, r.check_in, r.check_out, r.released_from
+		HAVING count(n.night) <> r.quantity * (COALESCE(r.released_from, r.check_out) - r.check_in)
+		    OR count(DISTINCT n.night) <> (COALESCE(r.released_from, r.check_out) - r.check_in)
+		ORDER BY 1, 2 LIMIT $2`, nil},
+	{CheckOutOfOrderCounted, "every night's out_of_order equals its rooms out of order", false, `
+		SELECT i.hotel_id::TEXT, 'room type ' || i.room_type_id::TEXT || ' night ' || i.night::TEXT ||
+		       ': out_of_order=' || i.out_of_order || ' rooms out of order=' || count(n.room_id)
+		FROM room_inventory i
+		LEFT JOIN room_nights n ON n.hotel_id = i.hotel_id AND n.room_type_id = i.room_type_id AND n.night = i.night
+		     AND n.out_of_order_reason IS NOT NULL
+		WHERE ($1 = '' OR i.home_region = $1) AND ($3::UUID[] IS NULL OR i.hotel_id = ANY($3::UUID[]))
+		GROUP BY i.hotel_id, i.room_type_id, i.night, i.out_of_order
+		HAVING i.out_of_order <> count(n.room_id)
 		ORDER BY 1, 2 LIMIT $2`, nil},
 	{CheckStaleHolds, "no hotel hold stays 'held' long past its expiry (the sweeper runs)", false, `
 		SELECT hotel_id::TEXT, 'reservation ' || reservation_id::TEXT || ' expired at ' || hold_expires_at::TEXT
@@ -144,8 +199,12 @@ var verifyChecks = []verifyCheck{
 // Verify checks the invariants straight from the database, read-only, in
 // one snapshot (a read-only REPEATABLE READ transaction, so the checks
 // agree with each other while traffic flows):
-//   - every night's reserved equals the sum of its live reservations and
-//     stays within [0, sell_limit], and every live reservation's nights exist;
+//   - every night's reserved equals the sum of the reservations occupying
+//     it (held, confirmed, a stay, a no-show's first night) and stays within
+//     [0, sell_limit], and every night a reservation occupies exists;
+//   - no room is used twice on a night; every assigned room-night belongs to
+//     a stay that occupies it, every stay has its rooms every night, and
+//     every night's out-of-order count matches its rooms out of order;
 //   - at most one live appointment per slot, and a live appointment and its
 //     slot point at each other (the slot names it and its guest, held or
 //     booked to match; every held or booked slot names a live appointment);

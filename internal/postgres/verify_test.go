@@ -73,3 +73,56 @@ func TestVerifyFindsPlantedViolations(t *testing.T) {
 		t.Errorf("region filter leaks: %v", other)
 	}
 }
+
+// The room checks find a room used twice on a night (planted with the
+// unique key dropped, as an engine without it would allow), an assignment
+// to a stay that does not occupy the night, a checked-in stay without its
+// rooms, and an out-of-order count that drifted from the rooms.
+func TestVerifyFindsPlantedRoomViolations(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := bookingtest.Start(t, bookingtest.Options{})
+	h := env.SeedHotel("", 5, 0, bookingtest.Date(1), bookingtest.Date(20))
+	rooms := env.SeedRooms(h, "2", 2)
+	admin := env.Admin()
+	r := env.Do(bookingtest.Request{Method: "POST", Path: "/v1/hotels/" + h.ID + "/reservations", Token: admin,
+		IdemKey: bookingtest.NewKey(), Body: map[string]any{"guest_id": "g", "room_type_id": h.RoomTypeID,
+			"check_in": bookingtest.Date(3), "check_out": bookingtest.Date(5), "quantity": 1}})
+	if r.Status != 201 {
+		t.Fatalf("hold: %d %s", r.Status, r.Body)
+	}
+	id := r.JSON()["reservation_id"].(string)
+	r = env.Do(bookingtest.Request{Method: "POST", Path: "/v1/hotels/" + h.ID + "/rooms/" + rooms[1] + "/out-of-order", Token: admin,
+		Body: map[string]any{"from": bookingtest.Date(8), "to": bookingtest.Date(9), "reason": "x"}})
+	if r.Status != 200 {
+		t.Fatalf("out of order: %d %s", r.Status, r.Body)
+	}
+	if v := violations(t, env.DB, postgres.VerifyOptions{}); len(v) != 0 {
+		t.Fatalf("a consistent database has violations: %v", v)
+	}
+	night := func(n int) string { return "'" + bookingtest.Date(n) + "'" }
+	for _, stmt := range []string{
+		`ALTER TABLE room_nights DROP CONSTRAINT room_nights_pkey`,
+		// Room 1 given to the (merely confirmed) reservation on a night it
+		// does not occupy, twice.
+		`INSERT INTO room_nights (hotel_id, room_id, night, home_region, room_type_id, reservation_id)
+		 VALUES ('` + h.ID + `', '` + rooms[0] + `', ` + night(10) + `, 'us-east', '` + h.RoomTypeID + `', '` + id + `'),
+		        ('` + h.ID + `', '` + rooms[0] + `', ` + night(10) + `, 'us-east', '` + h.RoomTypeID + `', '` + id + `')`,
+		// Room 2 out of order on night 9 without the count.
+		`INSERT INTO room_nights (hotel_id, room_id, night, home_region, room_type_id, out_of_order_reason)
+		 VALUES ('` + h.ID + `', '` + rooms[1] + `', ` + night(9) + `, 'us-east', '` + h.RoomTypeID + `', 'x')`,
+		// A stay marked checked in that has no room.
+		`UPDATE reservations SET status = 'checked_in' WHERE reservation_id = '` + id + `'`,
+	} {
+		if _, err := dbtest.SQL(env.DB).Exec(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := violations(t, env.DB, postgres.VerifyOptions{})
+	for name, want := range map[string]int{"room_night_single_use": 1, "room_assignments_match_stays": 2,
+		"stays_have_rooms": 1, "out_of_order_counted": 1} {
+		if got[name] != want {
+			t.Errorf("%s: %d violations, want %d (all: %v)", name, got[name], want, got)
+		}
+	}
+}

@@ -43,9 +43,14 @@ type Reservation struct {
 	PaymentRef      string    `json:"payment_ref,omitempty"`
 	ContactEmail    string    `json:"contact_email,omitempty"`
 	ContactPhone    string    `json:"contact_phone,omitempty"`
-	Version         int64     `json:"version"`
-	CreatedAt       time.Time `json:"created_at"`
-	UpdatedAt       time.Time `json:"updated_at"`
+	// ReleasedFrom is the first night given back by an early departure or a
+	// no-show; the reservation occupies [check_in, released_from).
+	ReleasedFrom *Date `json:"released_from,omitempty"`
+	// Rooms are the rooms a checked-in (or checked-out) stay was assigned.
+	Rooms     []AssignedRoom `json:"rooms,omitempty"`
+	Version   int64          `json:"version"`
+	CreatedAt time.Time      `json:"created_at"`
+	UpdatedAt time.Time      `json:"updated_at"`
 }
 
 // Stay returns the reservation's nights.

@@ -160,8 +160,8 @@ func Invariants(ctx context.Context, db *postgres.DB, hotelIDs, clinicIDs []stri
 		ids    []string
 		checks []string
 	}{
-		{"inventory: reserved = live reservations ≤ sell_limit, every night", hotelIDs,
-			[]string{postgres.CheckInventory, postgres.CheckReservationNights}},
+		{"inventory: reserved = occupying reservations ≤ sell_limit, every night; rooms never used twice a night", hotelIDs,
+			postgres.HotelInvariants},
 		{"slots: at most one live appointment per slot, slot and appointment agree", clinicIDs,
 			[]string{postgres.CheckOneLivePerSlot, postgres.CheckAppointmentOnSlot, postgres.CheckSlotHasAppointment}},
 	}

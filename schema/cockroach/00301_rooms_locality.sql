@@ -1,0 +1,1 @@
+ALTER TABLE rooms SET LOCALITY REGIONAL BY ROW AS crdb_region;

@@ -1,0 +1,1 @@
+ALTER TABLE room_nights SET LOCALITY REGIONAL BY ROW AS crdb_region;
