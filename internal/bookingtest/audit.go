@@ -29,9 +29,10 @@ func Violations(ctx context.Context, db *postgres.DB, partitions []string, check
 
 // InventoryViolations checks the hotel invariant straight from the
 // database with the checks of `booking verify`: for every night, reserved
-// equals the sum of quantities of the live (held + confirmed) reservations
-// covering it and stays within the sellable limit, and every live
-// reservation's nights exist. It returns one line per violation.
+// equals the sum of quantities of the reservations occupying it and stays
+// within the sellable limit, every occupied night exists, and no room is
+// assigned twice on a night (postgres.HotelInvariants). It returns one line
+// per violation.
 func InventoryViolations(ctx context.Context, db *postgres.DB) ([]string, error) {
 	return Violations(ctx, db, nil, postgres.HotelInvariants...)
 }

@@ -86,7 +86,7 @@ var verifyChecks = []verifyCheck{
 		       ': reserved=' || i.reserved || ' live=' || COALESCE(SUM(r.quantity), 0) || ' limit=' || i.sell_limit
 		FROM room_inventory i
 		LEFT JOIN reservations r ON r.hotel_id = i.hotel_id AND r.room_type_id = i.room_type_id
-		     AND r.status IN `+occupyingStatuses+` AND r.check_in <= i.night AND COALESCE(r.released_from, r.check_out) > i.night
+		     AND r.status IN ` + occupyingStatuses + ` AND r.check_in <= i.night AND COALESCE(r.released_from, r.check_out) > i.night
 		WHERE ($1 = '' OR i.home_region = $1) AND ($3::UUID[] IS NULL OR i.hotel_id = ANY($3::UUID[]))
 		GROUP BY i.hotel_id, i.room_type_id, i.night, i.reserved, i.sell_limit
 		HAVING i.reserved <> COALESCE(SUM(r.quantity), 0) OR i.reserved > i.sell_limit OR i.reserved < 0
@@ -97,7 +97,7 @@ var verifyChecks = []verifyCheck{
 		FROM reservations r
 		LEFT JOIN room_inventory i ON i.hotel_id = r.hotel_id AND i.room_type_id = r.room_type_id
 		     AND i.night >= r.check_in AND i.night < COALESCE(r.released_from, r.check_out)
-		WHERE r.status IN `+occupyingStatuses+` AND ($1 = '' OR r.home_region = $1)
+		WHERE r.status IN ` + occupyingStatuses + ` AND ($1 = '' OR r.home_region = $1)
 		  AND ($3::UUID[] IS NULL OR r.hotel_id = ANY($3::UUID[]))
 		GROUP BY r.hotel_id, r.reservation_id, r.check_in, r.check_out, r.released_from
 		HAVING count(i.night) <> (COALESCE(r.released_from, r.check_out) - r.check_in)
