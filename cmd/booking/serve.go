@@ -136,7 +136,7 @@ func newServeCmd() *cobra.Command {
 		Long: `serve runs the booking service of one region: the hotel API, the expiry
 sweeper and the rolling inventory job.
 
-Environment: BERTH_REGION, BERTH_HTTP_ADDR, BERTH_DATABASE_URL, BERTH_TOKEN_SECRET,
+Environment: BERTH_PPROF_ADDR (off; e.g. 127.0.0.1:6060: net/http/pprof on its own listener), BERTH_REGION, BERTH_HTTP_ADDR, BERTH_DATABASE_URL, BERTH_TOKEN_SECRET,
 BERTH_TOKEN_MAX_TTL (24h: the longest token lifetime accepted),
 BERTH_ISOLATION (read_committed|serializable), BERTH_HOLD_TTL (10m),
 BERTH_LOCK_TIMEOUT (2s), BERTH_STATEMENT_TIMEOUT (5s), BERTH_IDLE_IN_TX_TIMEOUT (60s), BERTH_SWEEP_INTERVAL (5s),
@@ -176,6 +176,10 @@ func run(ctx context.Context, cfg serveConfig, stdout io.Writer, ready chan<- st
 	}
 	// Flushed within the shutdown deadline below; this covers early returns.
 	defer func() { _ = flushTelemetry(context.Background()) }()
+	// Profiles on an ops listener of their own, off unless configured.
+	if _, err := telemetry.ServePprof(ctx, config.Env(telemetry.PprofAddrEnv, ""), log); err != nil {
+		return cli.Usage(err)
+	}
 	db, err := postgres.Open(ctx, cfg.DatabaseURL, postgres.Options{
 		Isolation: cfg.Isolation, LockTimeout: cfg.LockTimeout, StatementTimeout: cfg.StatementTimeout,
 		IdleInTxTimeout: cfg.IdleInTxTimeout, MaxConns: int32(cfg.MaxConns), Telemetry: tel,

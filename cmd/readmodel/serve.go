@@ -107,7 +107,7 @@ func newServeCmd() *cobra.Command {
   - refunds: durable consumer "refunds": refund_requested → the payment provider.
 Each consumer dead-letters a message to berth.dlq.<consumer>.… after BERTH_MAX_DELIVER failures.
 
-Environment: BERTH_DATABASE_URL, BERTH_NATS_URL, BERTH_TOKEN_SECRET, BERTH_TOKEN_MAX_TTL (24h), BERTH_READMODEL_ADDR (:8090),
+Environment: BERTH_PPROF_ADDR (off; e.g. 127.0.0.1:6060: net/http/pprof on its own listener), BERTH_DATABASE_URL, BERTH_NATS_URL, BERTH_TOKEN_SECRET, BERTH_TOKEN_MAX_TTL (24h), BERTH_READMODEL_ADDR (:8090),
 BERTH_READMODEL_WORKERS (16), BERTH_MAX_DELIVER (5), BERTH_SHUTDOWN_TIMEOUT (20s), BERTH_LOG_FORMAT,
 BERTH_NOTIFY_SENDER (dev|smtp|webhook|none; dev), BERTH_NOTIFY_DIR (.local/outbox-mail),
 BERTH_SMTP_ADDR, BERTH_SMTP_FROM, BERTH_SMTP_USERNAME, BERTH_SMTP_PASSWORD,
@@ -134,6 +134,10 @@ func run(ctx context.Context, cfg serveConfig, stdout io.Writer, ready chan<- st
 		return fmt.Errorf("telemetry: %w", err)
 	}
 	defer flushWithin(flushTelemetry, 5*time.Second)
+	// Profiles on an ops listener of their own, off unless configured.
+	if _, err := telemetry.ServePprof(ctx, config.Env(telemetry.PprofAddrEnv, ""), log); err != nil {
+		return cli.Usage(err)
+	}
 	db, err := postgres.Open(ctx, cfg.DatabaseURL, postgres.Options{MaxConns: int32(cfg.Workers*2 + 8), Telemetry: tel})
 	if err != nil {
 		return fmt.Errorf("database: %w", err)

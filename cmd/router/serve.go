@@ -123,7 +123,7 @@ func newServeCmd() *cobra.Command {
 		Long: `serve runs the edge of one region: writes go to the partition's home region,
 reads to this region, /v1/guests/* to the read model.
 
-Environment: BERTH_REGION, BERTH_HTTP_ADDR (:8080), BERTH_BOOKING_URLS
+Environment: BERTH_PPROF_ADDR (off; e.g. 127.0.0.1:6060: net/http/pprof on its own listener), BERTH_REGION, BERTH_HTTP_ADDR (:8080), BERTH_BOOKING_URLS
 (region=url,…), BERTH_READMODEL_URL, BERTH_DATABASE_URL (the placement
 directory), BERTH_NATS_URL (optional: follow placement.moved events),
 BERTH_DIRECTORY_REFRESH (30s), BERTH_FOLLOW_MOVES_FOR (10s: how long a request
@@ -160,6 +160,10 @@ func run(ctx context.Context, cfg serveConfig, stdout io.Writer, ready chan<- st
 		return fmt.Errorf("telemetry: %w", err)
 	}
 	defer flushWithin(flushTelemetry, 5*time.Second)
+	// Profiles on an ops listener of their own, off unless configured.
+	if _, err := telemetry.ServePprof(ctx, config.Env(telemetry.PprofAddrEnv, ""), log); err != nil {
+		return cli.Usage(err)
+	}
 	db, err := postgres.Open(ctx, cfg.DatabaseURL, postgres.Options{MaxConns: 4, StatementTimeout: 5 * time.Second, Telemetry: tel})
 	if err != nil {
 		return fmt.Errorf("database: %w", err)
