@@ -113,7 +113,7 @@ func startServiceWith(t *testing.T, opts serviceOptions) *service {
 	tr := &http.Transport{MaxIdleConnsPerHost: 100}
 	t.Cleanup(tr.CloseIdleConnections)
 	s.Env = &bookingtest.Env{T: t, URL: "http://" + s.addr, DB: db, DBURL: url,
-		Store: postgres.NewStore(db, "us-east", 10*time.Minute), Tokens: tokens,
+		Store: postgres.NewStore(db, "us-east", 10*time.Minute), Tokens: tokens, Payments: postgres.NewDevPaymentProvider(db),
 		Client: &http.Client{Transport: tr, Timeout: 2 * time.Minute}}
 	for i := 0; ; i++ {
 		r, err := s.Try(context.Background(), bookingtest.Request{Method: "GET", Path: "/readyz"})

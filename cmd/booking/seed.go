@@ -200,6 +200,11 @@ func seedDemo(ctx context.Context, out io.Writer, printExamples bool) error {
 			minutes int
 			prepay  bool
 		}{{"Dr. Ada Byron", 15, false}, {"Dr. Li Wen", 30, true}} {
+			body := map[string]any{"name": doc.name, "slot_minutes": doc.minutes, "prepay_required": doc.prepay}
+			if doc.prepay {
+				// Prepaid online: the price its payment must match.
+				body["price_cents"], body["currency"] = 6000, "EUR"
+			}
 			weekly := []map[string]any{}
 			for day := 1; day <= 5; day++ {
 				weekly = append(weekly, map[string]any{"weekday": day, "start": "08:00", "end": "12:00"},
@@ -208,8 +213,8 @@ func seedDemo(ctx context.Context, out io.Writer, printExamples bool) error {
 			var doctor struct {
 				ID string `json:"doctor_id"`
 			}
-			if err := c.do(ctx, dc.region, "POST", "/v1/clinics/"+clinic.ID+"/doctors", map[string]any{
-				"name": doc.name, "slot_minutes": doc.minutes, "prepay_required": doc.prepay, "weekly": weekly}, &doctor); err != nil {
+			body["weekly"] = weekly
+			if err := c.do(ctx, dc.region, "POST", "/v1/clinics/"+clinic.ID+"/doctors", body, &doctor); err != nil {
 				return err
 			}
 			if i == 0 {
@@ -232,16 +237,22 @@ Try it (source .local/env first):
   # availability of a hotel homed in %[4]s, read near the client (us-east)
   curl -s '%[1]s/v1/hotels/%[2]s/availability?check_in=%[5]s&check_out=%[6]s' | jq
 
-  # hold a room as guest-demo (the token is in .local/env)
+  # hold a room as guest-demo (the token is in .local/env); the answer's
+  # "payment" names the intent to pay: intent_id, amount, currency, client_secret
   curl -s -X POST %[1]s/v1/hotels/%[2]s/reservations \
     -H "Authorization: Bearer $BERTH_GUEST_TOKEN" -H "Idempotency-Key: $(cat /proc/sys/kernel/random/uuid)" \
     -H 'Content-Type: application/json' \
-    -d '{"guest_id":"guest-demo","room_type_id":"%[3]s","check_in":"%[5]s","check_out":"%[6]s","quantity":1}' | jq
+    -d '{"guest_id":"guest-demo","room_type_id":"%[3]s","check_in":"%[5]s","check_out":"%[6]s","quantity":1}' | tee .local/hold.json | jq
 
-  # confirm it (replace RESERVATION_ID)
-  curl -s -X POST %[1]s/v1/hotels/%[2]s/reservations/RESERVATION_ID/confirm \
+  # pay it with the development payment provider (development only): it
+  # settles the intent and sends the signed webhook, which confirms the hold
+  curl -s -X POST %[1]s/v1/dev/payments/$(jq -r .payment.intent_id .local/hold.json)/pay \
+    -H 'Content-Type: application/json' -d "{\"client_secret\":\"$(jq -r .payment.client_secret .local/hold.json)\"}" | jq
+
+  # or confirm it yourself with the paid intent (any other payment_ref is 402 payment_required)
+  curl -s -X POST %[1]s/v1/hotels/%[2]s/reservations/$(jq -r .reservation_id .local/hold.json)/confirm \
     -H "Authorization: Bearer $BERTH_GUEST_TOKEN" -H "Idempotency-Key: $(cat /proc/sys/kernel/random/uuid)" \
-    -H 'Content-Type: application/json' -d '{"payment_ref":"pay_demo_1"}' | jq
+    -H 'Content-Type: application/json' -d "{\"payment_ref\":\"$(jq -r .payment.intent_id .local/hold.json)\"}" | jq
 
   # every booking of guest-demo across all regions, as a partner sees it
   curl -s %[1]s/v1/guests/guest-demo/reservations -H "X-API-Key: $BERTH_PARTNER_API_KEY" | jq

@@ -15,6 +15,7 @@ import (
 	"github.com/berthhq/berth/internal/cli"
 	"github.com/berthhq/berth/internal/config"
 	"github.com/berthhq/berth/internal/httpapi"
+	"github.com/berthhq/berth/internal/paymentprovider"
 	"github.com/berthhq/berth/internal/postgres"
 	"github.com/berthhq/berth/internal/reservation"
 	"github.com/berthhq/berth/internal/soldout"
@@ -41,6 +42,8 @@ type serveConfig struct {
 	MaxConns         int
 	ShutdownTimeout  time.Duration
 	LogFormat        string
+	// Payments is the payment provider (internal/paymentprovider).
+	Payments paymentprovider.Config
 	// telemetry adds options to telemetry.Setup (tests: an in-memory
 	// span exporter). Tracing itself is configured by OTEL_* variables.
 	telemetry []telemetry.Option
@@ -78,6 +81,8 @@ func loadServeConfig(cmd *cobra.Command) (serveConfig, error) {
 	c.ShutdownTimeout, err = config.Duration("BERTH_SHUTDOWN_TIMEOUT", 20*time.Second)
 	errs.Check(err)
 	c.MaxConns, err = config.Int("BERTH_DB_MAX_CONNS", 32)
+	errs.Check(err)
+	c.Payments, err = paymentprovider.Load()
 	errs.Check(err)
 	if f := cmd.Flags(); f != nil {
 		if v, _ := f.GetString("region"); v != "" {

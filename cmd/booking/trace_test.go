@@ -125,8 +125,9 @@ func TestTraceThroughOutbox(t *testing.T) {
 		t.Fatalf("hold through the router: %d %s", hold.Status, hold.Body)
 	}
 	id, _ := hold.JSON()["reservation_id"].(string)
+	ref := s.PayHold(hold) // the guest pays the hold's intent with the provider
 	confirm := edge.Do(bookingtest.Request{Method: "POST", Path: path + "/" + id + "/confirm", Token: guest,
-		IdemKey: bookingtest.NewKey(), Header: hdr, Body: map[string]any{"payment_ref": "p1"}})
+		IdemKey: bookingtest.NewKey(), Header: hdr, Body: map[string]any{"payment_ref": ref}})
 	if confirm.Status != http.StatusOK {
 		t.Fatalf("confirm through the router: %d %s", confirm.Status, confirm.Body)
 	}

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/berthhq/berth/internal/berth"
@@ -81,12 +83,24 @@ func wireEvents(ctx context.Context, w *wiring) error {
 	return nil
 }
 
-// wirePayments serves the payment webhook when BERTH_WEBHOOK_SECRET is set.
-// The webhook reaches the partition's home region (the router forwards it);
-// elsewhere the store's fence answers 421.
+// wirePayments wires the payment provider (internal/paymentprovider: it
+// creates the intents of prepaid holds and verifies guests' payments), and
+// serves the payment webhook when BERTH_WEBHOOK_SECRET is set. The webhook
+// reaches the partition's home region (the router forwards it); elsewhere
+// the store's fence answers 421. With the development provider and
+// BERTH_DEV_PAYMENTS=on it also serves the development pay endpoint.
 func wirePayments(w *wiring) error {
+	provider, dev, err := w.cfg.Payments.New(w.db)
+	if err != nil {
+		return cli.Usage(fmt.Errorf("payment provider: %w", err))
+	}
+	w.api.PaymentProvider = provider
+	w.log.Info("payment provider", "provider", w.cfg.Payments.Kind, "dev_payments", w.cfg.Payments.DevPayments)
 	secret := config.Env("BERTH_WEBHOOK_SECRET", "")
 	if secret == "" {
+		if w.cfg.Payments.DevPayments {
+			return cli.Usage(errors.New("BERTH_DEV_PAYMENTS=on: needs BERTH_WEBHOOK_SECRET (the endpoint sends signed webhooks)"))
+		}
 		w.log.Warn("BERTH_WEBHOOK_SECRET is not set: POST /v1/payments/webhook is not served")
 		return nil
 	}
@@ -98,6 +112,11 @@ func wirePayments(w *wiring) error {
 		effects.Clinics = clinics
 	}
 	w.api.Payments = httpapi.NewPaymentWebhook(secret, effects)
+	if w.cfg.Payments.DevPayments && dev != nil {
+		w.log.Warn("development payments are on: POST /v1/dev/payments/{intent_id}/pay settles intents; never in production")
+		w.api.DevPayments = &httpapi.DevPayments{Payer: dev, WebhookURL: w.cfg.Payments.DevWebhookURL,
+			Client: &http.Client{Timeout: 10 * time.Second}}
+	}
 	return nil
 }
 

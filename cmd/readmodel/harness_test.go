@@ -17,6 +17,7 @@ import (
 	"github.com/berthhq/berth/internal/events"
 	"github.com/berthhq/berth/internal/natsbus"
 	"github.com/berthhq/berth/internal/natsbus/natstest"
+	"github.com/berthhq/berth/internal/payments"
 	"github.com/berthhq/berth/internal/postgres"
 )
 
@@ -221,6 +222,7 @@ func (s *stack) list(path, key string) page {
 // booking is one hotel reservation a test made.
 type booking struct {
 	region, hotelID, id, guestID string
+	paymentRef                   string // the paid intent of the hold
 }
 
 // hold books one room for guest in a hotel of env; it fails the test on a
@@ -234,14 +236,21 @@ func hold(t testing.TB, env *bookingtest.Env, h bookingtest.Hotel, guest string,
 	if err != nil || r.Status != http.StatusCreated {
 		t.Fatalf("hold: %v %d %s", err, r.Status, r.Body)
 	}
-	return booking{region: env.Store.Region(), hotelID: h.ID, id: r.JSON()["reservation_id"].(string), guestID: guest}
+	// The guest pays the hold's intent with the provider; act confirms with it.
+	p, _ := r.JSON()["payment"].(map[string]any)
+	ref, _ := p["intent_id"].(string)
+	secret, _ := p["client_secret"].(string)
+	if _, _, err := env.Payments.Pay(context.Background(), ref, secret, payments.IntentSucceeded); err != nil {
+		t.Fatalf("pay the hold: %v", err)
+	}
+	return booking{region: env.Store.Region(), hotelID: h.ID, id: r.JSON()["reservation_id"].(string), guestID: guest, paymentRef: ref}
 }
 
 func act(t testing.TB, env *bookingtest.Env, b booking, action string) {
 	t.Helper()
 	body := map[string]any{}
 	if action == "confirm" {
-		body["payment_ref"] = "pay_" + b.id[:8]
+		body["payment_ref"] = b.paymentRef
 	}
 	r, err := env.Try(context.Background(), bookingtest.Request{Method: "POST",
 		Path:  fmt.Sprintf("/v1/hotels/%s/reservations/%s/%s", b.hotelID, b.id, action),

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/smtp"
 	"time"
@@ -107,10 +108,14 @@ func (c notifyConfig) senders() map[string]notify.Sender {
 
 // startNotifications starts, inside `readmodel serve`, the notification
 // consumer, its dispatcher and reminder scan (unless the sender is none),
-// and the refunds consumer with the development payment provider.
+// and the refunds consumer with the configured payment provider.
 func startNotifications(ctx context.Context, cfg serveConfig, db *postgres.DB, js jetstream.JetStream, log *slog.Logger,
 	start func(string, func(context.Context) error)) error {
-	refunder := &payments.Refunder{Provider: postgres.NewDevPaymentProvider(db), Log: log}
+	provider, _, err := cfg.Payments.New(db)
+	if err != nil {
+		return fmt.Errorf("payment provider: %w", err)
+	}
+	refunder := &payments.Refunder{Provider: provider, Log: log}
 	start("refunds", func(ctx context.Context) error {
 		return natsbus.Consume(ctx, js, natsbus.ConsumerConfig{Durable: payments.RefundsConsumer, MaxDeliver: cfg.MaxDeliver,
 			Filters: []string{"berth.*.*.refund_requested"}, Workers: 2, Log: log, Transient: postgres.IsTransient},

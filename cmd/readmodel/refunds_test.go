@@ -28,7 +28,7 @@ func TestRefundRequestedRefundsOnce(t *testing.T) {
 	}
 	hold(t, env, h, "guest-fast", 4)
 	r := env.Do(bookingtest.Request{Method: "POST", Path: "/v1/hotels/" + h.ID + "/reservations/" + late.id + "/confirm",
-		Token: env.Token(late.guestID, berth.RoleGuest), IdemKey: bookingtest.NewKey(), Body: map[string]any{"payment_ref": "pay_late"}})
+		Token: env.Token(late.guestID, berth.RoleGuest), IdemKey: bookingtest.NewKey(), Body: map[string]any{"payment_ref": late.paymentRef}})
 	if r.Status != http.StatusConflict || r.Code() != "hold_expired" {
 		t.Fatalf("late confirm: %d %s", r.Status, r.Body)
 	}

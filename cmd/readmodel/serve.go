@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"github.com/berthhq/berth/internal/paymentprovider"
 	"io"
 	"log/slog"
 	"net"
@@ -37,6 +38,8 @@ type serveConfig struct {
 	ShutdownTimeout time.Duration
 	LogFormat       string
 	Notify          notifyConfig
+	// Payments is the provider refunds go to (internal/paymentprovider).
+	Payments paymentprovider.Config
 	// Projector, when set, is used instead of a new one (tests observe it).
 	Projector func(*postgres.ReadModel, *slog.Logger) *readmodel.Projector
 	// telemetry adds options to telemetry.Setup (tests); tracing itself is
@@ -64,6 +67,8 @@ func loadServeConfig(cmd *cobra.Command) (serveConfig, error) {
 	c.ShutdownTimeout, err = config.Duration("BERTH_SHUTDOWN_TIMEOUT", 20*time.Second)
 	errs.Check(err)
 	c.Notify, err = loadNotifyConfig()
+	errs.Check(err)
+	c.Payments, err = paymentprovider.Load()
 	errs.Check(err)
 	if v, _ := cmd.Flags().GetString("addr"); v != "" {
 		c.Addr = v

@@ -2,7 +2,7 @@
 # The local Berth stack: PostgreSQL 15, Redis and NATS JetStream from local
 # binaries under .local/, then the Berth services of three regions.
 #
-#   stack.sh deps     start PostgreSQL, Redis and NATS (what the tests need)
+#   stack.sh deps     start PostgreSQL, Redis, NATS and stripe-mock (what the tests need)
 #   stack.sh up       deps + migrations + the services of every region, in the background
 #                     (WAN=1: with the simulated WAN between the regions, deploy/local/wan)
 #   stack.sh run      up + demo seed, then follow the logs; Ctrl-C stops everything
@@ -24,6 +24,11 @@ REDIS_PORT="${BERTH_REDIS_PORT:-56379}"
 NATS_PORT="${BERTH_NATS_PORT:-54222}"
 NATS_HTTP_PORT="${BERTH_NATS_HTTP_PORT:-58222}"
 NATS_VERSION="v2.15.2"
+# stripe-mock is Stripe's own test server: the Stripe adapter's tests run
+# against it (internal/stripepay). Built with go install like nats-server.
+STRIPE_MOCK_PORT="${BERTH_STRIPE_MOCK_PORT:-52111}"
+STRIPE_MOCK_HTTPS_PORT="${BERTH_STRIPE_MOCK_HTTPS_PORT:-52112}"
+STRIPE_MOCK_VERSION="v0.203.0"
 REGIONS=(us-east eu-west ap-south)
 # Public (router) ports per region; booking services listen on internal ports.
 ROUTER_PORTS=(8080 8081 8082)
@@ -143,6 +148,23 @@ start_nats() {
 	wait_port "$NATS_PORT" nats
 }
 
+start_stripe_mock() {
+	if port_open "$STRIPE_MOCK_PORT"; then log "stripe-mock already on :$STRIPE_MOCK_PORT"; return; fi
+	# stripe-mock reports no version of its own: a stamp file says which one was built.
+	if [[ ! -x "$BIN/stripe-mock" ]] || [[ "$(cat "$BIN/stripe-mock.version" 2>/dev/null)" != "$STRIPE_MOCK_VERSION" ]]; then
+		log "building stripe-mock $STRIPE_MOCK_VERSION into .local/bin"
+		(cd "$ROOT" && GOBIN="$BIN" GOFLAGS=-mod=mod go install "github.com/stripe/stripe-mock@$STRIPE_MOCK_VERSION")
+		echo "$STRIPE_MOCK_VERSION" >"$BIN/stripe-mock.version"
+	fi
+	log "starting stripe-mock on :$STRIPE_MOCK_PORT"
+	# Both listeners on loopback and on our ports (its HTTPS default is every
+	# interface on 12112).
+	"$BIN/stripe-mock" -http-addr "127.0.0.1:$STRIPE_MOCK_PORT" -https-addr "127.0.0.1:$STRIPE_MOCK_HTTPS_PORT" \
+		>"$LOGS/stripe-mock.log" 2>&1 </dev/null &
+	echo $! >"$RUN/stripe-mock.pid"
+	wait_port "$STRIPE_MOCK_PORT" stripe-mock
+}
+
 write_env() {
 	local f="$LOCAL/env"
 	[[ -f "$LOCAL/secrets" ]] || {
@@ -173,6 +195,7 @@ write_env() {
 		echo "export BERTH_TOKEN_MAX_TTL='24h'"
 		echo "export BERTH_WEBHOOK_SECRET='$BERTH_WEBHOOK_SECRET'"
 		echo "export BERTH_WAITING_ROOM_KEYS='$BERTH_WAITING_ROOM_KEYS'"
+		echo "export BERTH_STRIPE_MOCK_URL='http://127.0.0.1:$STRIPE_MOCK_PORT'"
 	} >"$f.tmp"
 	mv "$f.tmp" "$f"
 	# shellcheck disable=SC1090
@@ -259,7 +282,11 @@ start_services() {
 		fi
 		# Until a router fronts it, us-east's booking service takes the public port.
 		[[ $has_router -eq 0 && $i -eq 0 ]] && bport="${ROUTER_PORTS[0]}"
-		start_service "booking-$r" "$bport" "$BIN/booking" serve --region "$r" --addr "127.0.0.1:$bport"
+		# The development payment provider with its pay endpoint on; its
+		# signed webhooks go through the us-east router to the home region.
+		start_service "booking-$r" "$bport" env BERTH_PAYMENT_PROVIDER=dev BERTH_DEV_PAYMENTS=on \
+			BERTH_DEV_PAYMENTS_WEBHOOK_URL="http://127.0.0.1:${ROUTER_PORTS[0]}/v1/payments/webhook" \
+			"$BIN/booking" serve --region "$r" --addr "127.0.0.1:$bport"
 		if [[ $has_router -eq 1 ]]; then
 			start_service "router-$r" "${ROUTER_PORTS[$i]}" env "${router_env[@]}" "$BIN/router" serve --region "$r" --addr "127.0.0.1:${ROUTER_PORTS[$i]}"
 		fi
@@ -294,6 +321,7 @@ down() {
 		stop_pidfile "$(basename "$f" .pid)" "$f"
 	done
 	stop_pidfile nats "$RUN/nats.pid"
+	stop_pidfile stripe-mock "$RUN/stripe-mock.pid"
 	if [[ -f "$RUN/redis.pid" ]]; then stop_pidfile redis "$RUN/redis.pid"; fi
 	if [[ -f "$LOCAL/pg/data/postmaster.pid" ]]; then
 		log "stopping postgresql"
@@ -303,7 +331,7 @@ down() {
 
 status() {
 	local name port
-	for name in postgres:$PG_PORT redis:$REDIS_PORT nats:$NATS_PORT; do
+	for name in postgres:$PG_PORT redis:$REDIS_PORT nats:$NATS_PORT stripe-mock:$STRIPE_MOCK_PORT; do
 		port="${name#*:}"
 		if port_open "$port"; then echo "up    ${name%%:*} :$port"; else echo "down  ${name%%:*} :$port"; fi
 	done
@@ -318,6 +346,7 @@ deps() {
 	start_postgres
 	start_redis
 	start_nats
+	start_stripe_mock
 	write_env
 }
 

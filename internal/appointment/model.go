@@ -104,12 +104,16 @@ type Clinic struct {
 
 // Doctor is who a slot belongs to, with the weekly template slots are made from.
 type Doctor struct {
-	ID             string   `json:"doctor_id"`
-	ClinicID       string   `json:"clinic_id"`
-	Name           string   `json:"name"`
-	SlotMinutes    int      `json:"slot_minutes"`
-	PrepayRequired bool     `json:"prepay_required"`
-	Weekly         []Window `json:"weekly"`
+	ID             string `json:"doctor_id"`
+	ClinicID       string `json:"clinic_id"`
+	Name           string `json:"name"`
+	SlotMinutes    int    `json:"slot_minutes"`
+	PrepayRequired bool   `json:"prepay_required"`
+	// PriceCents and Currency are what a prepaid appointment costs; without
+	// them a prepaid appointment cannot be paid online (only at the desk).
+	PriceCents *int64   `json:"price_cents,omitempty"`
+	Currency   string   `json:"currency,omitempty"`
+	Weekly     []Window `json:"weekly"`
 }
 
 // Slot is one bookable slot of a doctor.
@@ -152,9 +156,13 @@ type Appointment struct {
 	Channel       Channel    `json:"channel"`
 	CreatedBy     Actor      `json:"created_by"`
 	PaymentRef    string     `json:"payment_ref,omitempty"`
-	Version       int64      `json:"version"`
-	CreatedAt     time.Time  `json:"created_at"`
-	UpdatedAt     time.Time  `json:"updated_at"`
+	// PriceCents and Currency are what the appointment's payment must match
+	// (copied from the doctor when a prepaid appointment is held).
+	PriceCents *int64    `json:"price_cents,omitempty"`
+	Currency   string    `json:"currency,omitempty"`
+	Version    int64     `json:"version"`
+	CreatedAt  time.Time `json:"created_at"`
+	UpdatedAt  time.Time `json:"updated_at"`
 }
 
 // AuditEvent is one slot transition.

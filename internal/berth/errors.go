@@ -24,6 +24,7 @@ const (
 	CodeSlotTaken              Code = "slot_taken"
 	CodeHoldExpired            Code = "hold_expired"
 	CodeInvalidState           Code = "invalid_state"
+	CodePaymentRequired        Code = "payment_required"
 	CodeIdempotencyInProgress  Code = "idempotency_in_progress"
 	CodeMisdirected            Code = "misdirected"
 	CodeIdempotencyKeyReused   Code = "idempotency_key_reused"

@@ -17,4 +17,7 @@ type Idem struct {
 	Key    string
 	Hash   string
 	Render func(value any, err error) (status int, body []byte)
+	// Webhook puts Key in the payment provider's key space (its event ids),
+	// apart from clients' Idempotency-Keys: neither can squat the other.
+	Webhook bool
 }

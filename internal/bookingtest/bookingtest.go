@@ -20,6 +20,7 @@ import (
 	"github.com/berthhq/berth/internal/berth"
 	"github.com/berthhq/berth/internal/dbtest"
 	"github.com/berthhq/berth/internal/httpapi"
+	"github.com/berthhq/berth/internal/payments"
 	"github.com/berthhq/berth/internal/postgres"
 	"github.com/google/uuid"
 )
@@ -39,14 +40,17 @@ type Options struct {
 
 // Env is a running booking server and its database.
 type Env struct {
-	T      testing.TB
-	URL    string
-	DB     *postgres.DB
-	DBURL  string
-	Store  *postgres.Store
-	Tokens *auth.Tokens
-	Client *http.Client
-	Server *httptest.Server
+	T     testing.TB
+	URL   string
+	DB    *postgres.DB
+	DBURL string
+	Store *postgres.Store
+	// Payments is the development payment provider the server verifies
+	// guests' payments with; PayHold pays through it.
+	Payments *postgres.DevPaymentProvider
+	Tokens   *auth.Tokens
+	Client   *http.Client
+	Server   *httptest.Server
 }
 
 // Start starts a booking server on a fresh database.
@@ -71,8 +75,9 @@ func StartOn(t testing.TB, db *postgres.DB, dbURL string, opts Options) *Env {
 		t.Fatal(err)
 	}
 	store := postgres.NewStore(db, opts.Region, opts.HoldTTL)
+	provider := postgres.NewDevPaymentProvider(db)
 	cfg := httpapi.Config{
-		Region: opts.Region, Hotels: store, Stays: store, Tokens: tokens, Ready: db.Ping,
+		Region: opts.Region, Hotels: store, Stays: store, Tokens: tokens, Ready: db.Ping, PaymentProvider: provider,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 	if opts.Configure != nil {
@@ -82,8 +87,28 @@ func StartOn(t testing.TB, db *postgres.DB, dbURL string, opts Options) *Env {
 	t.Cleanup(srv.Close)
 	tr := &http.Transport{MaxIdleConns: 1000, MaxIdleConnsPerHost: 1000, IdleConnTimeout: 30 * time.Second}
 	t.Cleanup(tr.CloseIdleConnections)
-	return &Env{T: t, URL: srv.URL, DB: db, DBURL: dbURL, Store: store, Tokens: tokens,
+	return &Env{T: t, URL: srv.URL, DB: db, DBURL: dbURL, Store: store, Tokens: tokens, Payments: provider,
 		Client: &http.Client{Transport: tr, Timeout: 60 * time.Second}, Server: srv}
+}
+
+var _ httpapi.PaymentProvider = (*postgres.DevPaymentProvider)(nil)
+var _ httpapi.DevPayer = (*postgres.DevPaymentProvider)(nil)
+
+// PayHold pays the payment intent of a prepaid hold's answer with the
+// development provider, as the guest would on the provider's page, and
+// returns the intent id: the payment_ref a guest confirms with.
+func (e *Env) PayHold(hold Response) string {
+	e.T.Helper()
+	pay, _ := hold.JSON()["payment"].(map[string]any)
+	id, _ := pay["intent_id"].(string)
+	secret, _ := pay["client_secret"].(string)
+	if id == "" || secret == "" {
+		e.T.Fatalf("the hold's answer names no payment intent: %d %s", hold.Status, hold.Body)
+	}
+	if _, _, err := e.Payments.Pay(context.Background(), id, secret, payments.IntentSucceeded); err != nil {
+		e.T.Fatalf("pay %s: %v", id, err)
+	}
+	return id
 }
 
 // Token mints a token for a principal.

@@ -94,6 +94,27 @@ func TestAuthorizationMatrix(t *testing.T) {
 		}
 		return r.JSON()["appointment_id"].(string)
 	}
+	// alicePaid holds a reservation for alice as alice and pays it: the
+	// confirmation a guest can make carries a verified payment.
+	alicePaid := func(t *testing.T) (string, string) {
+		r := env.Do(bookingtest.Request{Method: "POST", Path: "/v1/hotels/" + h.ID + "/reservations", Token: tokens["guest"],
+			IdemKey: bookingtest.NewKey(), Body: holdBody("alice")})
+		if r.Status != http.StatusCreated {
+			t.Fatalf("seed reservation: %d %s", r.Status, r.Body)
+		}
+		return r.JSON()["reservation_id"].(string), env.PayHold(r)
+	}
+	alicePaidAppointment := func(t *testing.T) (string, string) {
+		d := ce.seedPricedDoctor(clinicID, 30, 4500, "EUR")
+		ce.materialize(clinicID, bookingtest.Date(5), bookingtest.Date(6))
+		slot := ce.slots(clinicID, d, bookingtest.Date(5))[0].ID
+		r := env.Do(bookingtest.Request{Method: "POST", Path: "/v1/clinics/" + clinicID + "/appointments", Token: tokens["guest"],
+			IdemKey: bookingtest.NewKey(), Body: map[string]any{"guest_id": "alice", "slot_id": slot}})
+		if r.Status != http.StatusCreated {
+			t.Fatalf("seed appointment: %d %s", r.Status, r.Body)
+		}
+		return r.JSON()["appointment_id"].(string), env.PayHold(r)
+	}
 	hotelPath := "/v1/hotels/" + h.ID
 	clinicPath := "/v1/clinics/" + clinicID
 	room := env.SeedRooms(h, "m", 1)[0]
@@ -119,7 +140,8 @@ func TestAuthorizationMatrix(t *testing.T) {
 			return bookingtest.Request{Method: "GET", Path: hotelPath + "/reservations/" + aliceReservation(t)}
 		}, 200},
 		{"confirm alice's reservation", "guest admin", func(t *testing.T) bookingtest.Request {
-			return bookingtest.Request{Method: "POST", Path: hotelPath + "/reservations/" + aliceReservation(t) + "/confirm", IdemKey: bookingtest.NewKey(), Body: map[string]any{"payment_ref": "p"}}
+			id, ref := alicePaid(t)
+			return bookingtest.Request{Method: "POST", Path: hotelPath + "/reservations/" + id + "/confirm", IdemKey: bookingtest.NewKey(), Body: map[string]any{"payment_ref": ref}}
 		}, 200},
 		{"cancel alice's reservation", "guest admin", func(t *testing.T) bookingtest.Request {
 			return bookingtest.Request{Method: "POST", Path: hotelPath + "/reservations/" + aliceReservation(t) + "/cancel", IdemKey: bookingtest.NewKey()}
@@ -161,7 +183,8 @@ func TestAuthorizationMatrix(t *testing.T) {
 			return bookingtest.Request{Method: "GET", Path: clinicPath + "/appointments/" + aliceAppointment(t)}
 		}, 200},
 		{"confirm alice's appointment", "guest staff-here admin", func(t *testing.T) bookingtest.Request {
-			return bookingtest.Request{Method: "POST", Path: clinicPath + "/appointments/" + aliceAppointment(t) + "/confirm", IdemKey: bookingtest.NewKey(), Body: map[string]any{"payment_ref": "p"}}
+			id, ref := alicePaidAppointment(t)
+			return bookingtest.Request{Method: "POST", Path: clinicPath + "/appointments/" + id + "/confirm", IdemKey: bookingtest.NewKey(), Body: map[string]any{"payment_ref": ref}}
 		}, 200},
 		{"cancel alice's appointment", "guest staff-here admin", func(t *testing.T) bookingtest.Request {
 			return bookingtest.Request{Method: "POST", Path: clinicPath + "/appointments/" + aliceAppointment(t) + "/cancel", IdemKey: bookingtest.NewKey()}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/berthhq/berth/internal/berth"
+	"github.com/berthhq/berth/internal/payments"
 	"github.com/berthhq/berth/internal/reservation"
 	"github.com/berthhq/berth/internal/search"
 )
@@ -135,8 +136,8 @@ func (h invalidatingHotels) Hold(ctx context.Context, req reservation.HoldReques
 	return h.after(ctx, req.HotelID, resp, err)
 }
 
-func (h invalidatingHotels) Confirm(ctx context.Context, hotelID, reservationID, paymentRef string, authorize func(guestID string) error, idem *berth.Idem) (berth.Response, error) {
-	resp, err := h.HotelStore.Confirm(ctx, hotelID, reservationID, paymentRef, authorize, idem)
+func (h invalidatingHotels) Confirm(ctx context.Context, hotelID, reservationID string, pay payments.Payment, authorize func(guestID string) error, idem *berth.Idem) (berth.Response, error) {
+	resp, err := h.HotelStore.Confirm(ctx, hotelID, reservationID, pay, authorize, idem)
 	return h.after(ctx, hotelID, resp, err)
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/berthhq/berth/internal/appointment"
 	"github.com/berthhq/berth/internal/berth"
+	"github.com/berthhq/berth/internal/payments"
 	"github.com/google/uuid"
 )
 
@@ -22,7 +23,7 @@ type ClinicStore interface {
 	BlockSlot(ctx context.Context, clinicID, slotID string, actor appointment.Actor, ch appointment.Channel, idem *berth.Idem) (berth.Response, error)
 	Hold(ctx context.Context, req appointment.HoldRequest, idem *berth.Idem) (berth.Response, error)
 	GetAppointment(ctx context.Context, clinicID, apptID string) (appointment.Appointment, error)
-	Confirm(ctx context.Context, clinicID, apptID, paymentRef string, authorize func(guestID string) error,
+	Confirm(ctx context.Context, clinicID, apptID string, pay payments.Payment, authorize func(guestID string) error,
 		actor appointment.Actor, ch appointment.Channel, idem *berth.Idem) (berth.Response, error)
 	Cancel(ctx context.Context, clinicID, apptID string, authorize func(guestID string) error,
 		actor appointment.Actor, ch appointment.Channel, idem *berth.Idem) (berth.Response, error)
@@ -111,6 +112,8 @@ type createDoctorRequest struct {
 	Name           string               `json:"name"`
 	SlotMinutes    int                  `json:"slot_minutes"`
 	PrepayRequired bool                 `json:"prepay_required"`
+	PriceCents     *int64               `json:"price_cents,omitempty"`
+	Currency       string               `json:"currency,omitempty"`
 	Weekly         []appointment.Window `json:"weekly"`
 }
 
@@ -130,6 +133,17 @@ func (s *Server) createDoctor(w http.ResponseWriter, r *http.Request) error {
 	d := appointment.Doctor{
 		ID: uuid.NewString(), ClinicID: clinicID, Name: text(&f, "name", req.Name, 200),
 		SlotMinutes: req.SlotMinutes, PrepayRequired: req.PrepayRequired, Weekly: req.Weekly,
+		PriceCents: req.PriceCents, Currency: req.Currency,
+	}
+	// A price is optional (without one a prepaid appointment is paid at the
+	// desk) but comes whole: amount and currency together.
+	if req.PriceCents != nil && (*req.PriceCents < 0 || *req.PriceCents > 100_000_000_00) {
+		f.Add("price_cents", "want 0 to 10000000000")
+	}
+	if (req.PriceCents != nil) != (req.Currency != "") {
+		f.Add("currency", "give price_cents and currency together")
+	} else if req.Currency != "" && !validCurrency(req.Currency) {
+		f.Add("currency", "want an ISO 4217 code such as EUR")
 	}
 	for _, e := range appointment.ValidateTemplate(req.SlotMinutes, req.Weekly) {
 		f.Add(e.Field, e.Message)

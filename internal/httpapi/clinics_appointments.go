@@ -1,12 +1,14 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/berthhq/berth/internal/appointment"
 	"github.com/berthhq/berth/internal/berth"
+	"github.com/berthhq/berth/internal/payments"
 	"github.com/google/uuid"
 )
 
@@ -141,6 +143,9 @@ func (s *Server) holdAppointment(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if resp, err = s.withPaymentIntent(r.Context(), berth.KindClinic, clinicID, resp); err != nil {
+		return err
+	}
 	writeResponse(w, resp)
 	return nil
 }
@@ -183,14 +188,43 @@ func (s *Server) confirmAppointment(w http.ResponseWriter, r *http.Request) erro
 	if err := f.Err(); err != nil {
 		return err
 	}
+	pay, err := s.appointmentPayment(r.Context(), p, clinicID, apptID, req.PaymentRef)
+	if err != nil {
+		return err
+	}
 	idem := &berth.Idem{Key: key, Hash: RequestHash("clinic-confirm:"+apptID, p.Subject, req), Render: render(http.StatusOK)}
-	resp, err := s.cfg.Clinics.Confirm(r.Context(), clinicID, apptID, req.PaymentRef, forGuest(p, berth.KindClinic, clinicID),
+	resp, err := s.cfg.Clinics.Confirm(r.Context(), clinicID, apptID, pay, forGuest(p, berth.KindClinic, clinicID),
 		actorOf(p), staffChannel(p), idem)
 	if err != nil {
 		return err
 	}
 	writeResponse(w, resp)
 	return nil
+}
+
+// appointmentPayment is hotelPayment for appointments: staff of the clinic
+// and admins confirm money taken at the desk; a guest's payment_ref must be
+// a succeeded payment for exactly this appointment's price.
+func (s *Server) appointmentPayment(ctx context.Context, p berth.Principal, clinicID, apptID, ref string) (payments.Payment, error) {
+	if p.Role != berth.RoleGuest {
+		return deskPayment(p, ref), nil
+	}
+	a, err := s.cfg.Clinics.GetAppointment(ctx, clinicID, apptID)
+	if err != nil {
+		return payments.Payment{}, err
+	}
+	if err := forGuest(p, berth.KindClinic, clinicID)(a.GuestID); err != nil {
+		return payments.Payment{}, err
+	}
+	if c := appointment.OnConfirm(a.Status); c == appointment.ConfirmAlready || c == appointment.ConfirmRefuse {
+		// As for hotels: answered as it is, no payment needed.
+		return payments.Payment{Ref: ref, Method: payments.MethodNone, ActorSubject: p.Subject, ActorRole: string(p.Role)}, nil
+	}
+	due := payments.Due{Kind: string(berth.KindClinic), PartitionID: clinicID, ReservationID: a.ID, Currency: a.Currency}
+	if a.PriceCents != nil {
+		due.AmountCents = *a.PriceCents
+	}
+	return s.guestPayment(ctx, p, ref, due, a.PriceCents != nil)
 }
 
 func (s *Server) cancelAppointment(w http.ResponseWriter, r *http.Request) error {

@@ -40,6 +40,18 @@ func allWeek(start, end string) []window {
 	return w
 }
 
+// seedPricedDoctor creates a doctor who requires prepayment of price.
+func (e *clinicEnv) seedPricedDoctor(clinicID string, slotMinutes int, price int64, currency string) string {
+	e.T.Helper()
+	r := e.Do(bookingtest.Request{Method: "POST", Path: "/v1/clinics/" + clinicID + "/doctors", Token: e.Admin(),
+		Body: map[string]any{"name": "Dr. Prepaid", "slot_minutes": slotMinutes, "prepay_required": true,
+			"price_cents": price, "currency": currency, "weekly": allWeek("08:00", "12:00")}})
+	if r.Status != http.StatusCreated {
+		e.T.Fatalf("create doctor: %d %s", r.Status, r.Body)
+	}
+	return r.JSON()["doctor_id"].(string)
+}
+
 // seedClinic creates a clinic in tz homed in the server's region.
 func (e *clinicEnv) seedClinic(tz string) string {
 	e.T.Helper()

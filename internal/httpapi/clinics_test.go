@@ -226,7 +226,7 @@ func TestClinicLazyExpiry(t *testing.T) {
 	// only its own length.
 	e := startClinics(t, 4*time.Second)
 	clinic := e.seedClinic("Europe/Berlin")
-	doctor := e.seedDoctor(clinic, 30, true, allWeek("08:00", "12:00"))
+	doctor := e.seedPricedDoctor(clinic, 30, 6000, "EUR")
 	day := bookingtest.Date(8)
 	e.materialize(clinic, day, bookingtest.Date(9))
 	slots := e.slots(clinic, doctor, day)
@@ -238,6 +238,8 @@ func TestClinicLazyExpiry(t *testing.T) {
 		t.Fatalf("holds: %d %s / %d %s", rA.Status, rA.Body, rLate.Status, rLate.Body)
 	}
 	apptA, apptLate := rA.JSON()["appointment_id"].(string), rLate.JSON()["appointment_id"].(string)
+	// Both pay (the provider reports their intents as succeeded), late.
+	payA, payLate := e.PayHold(rA), e.PayHold(rLate)
 	if rA.JSON()["status"] != "held" || rA.JSON()["hold_expires_at"] == nil {
 		t.Fatalf("hold answer %s", rA.Body)
 	}
@@ -259,12 +261,13 @@ func TestClinicLazyExpiry(t *testing.T) {
 	}
 	// Alice pays late: 409 hold_expired, and a refund is requested.
 	rC := e.Do(bookingtest.Request{Method: "POST", Path: "/v1/clinics/" + clinic + "/appointments/" + apptA + "/confirm",
-		Token: e.guest("alice"), IdemKey: bookingtest.NewKey(), Body: map[string]any{"payment_ref": "pay-alice"}})
+		Token: e.guest("alice"), IdemKey: bookingtest.NewKey(), Body: map[string]any{"payment_ref": payA}})
 	if rC.Status != http.StatusConflict || rC.Code() != "hold_expired" {
 		t.Fatalf("late confirm: %d %s", rC.Status, rC.Body)
 	}
 	if n := e.queryInt(`SELECT count(*) FROM outbox WHERE partition_id = $1 AND aggregate_id = $2 AND event_type = 'refund_requested'
-		AND payload->'appointment'->>'guest_id' = 'alice' AND payload->>'payment_ref' = 'pay-alice'`, clinic, apptA); n != 1 {
+		AND payload->'appointment'->>'guest_id' = 'alice' AND payload->>'payment_ref' = $3
+		AND payload->>'amount_cents' = '6000' AND payload->>'currency' = 'EUR'`, clinic, apptA, payA); n != 1 {
 		t.Fatalf("%d refund_requested events, want 1", n)
 	}
 	got := e.Do(bookingtest.Request{Method: "GET", Path: "/v1/clinics/" + clinic + "/appointments/" + apptA, Token: e.guest("alice")})
@@ -273,7 +276,7 @@ func TestClinicLazyExpiry(t *testing.T) {
 	}
 	// Lara's hold lapsed too, but nobody took her slot: her late payment wins.
 	rL := e.Do(bookingtest.Request{Method: "POST", Path: "/v1/clinics/" + clinic + "/appointments/" + apptLate + "/confirm",
-		Token: e.guest("lara"), IdemKey: bookingtest.NewKey(), Body: map[string]any{"payment_ref": "pay-lara"}})
+		Token: e.guest("lara"), IdemKey: bookingtest.NewKey(), Body: map[string]any{"payment_ref": payLate}})
 	if rL.Status != http.StatusOK || rL.JSON()["status"] != "confirmed" {
 		t.Fatalf("lara's late confirm: %d %s", rL.Status, rL.Body)
 	}

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/berthhq/berth/internal/berth"
+	"github.com/berthhq/berth/internal/payments"
 	"github.com/berthhq/berth/internal/reservation"
 	"github.com/google/uuid"
 )
@@ -374,6 +375,9 @@ func (s *Server) hold(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if resp, err = s.withPaymentIntent(r.Context(), berth.KindHotel, hotelID, resp); err != nil {
+		return err
+	}
 	writeResponse(w, resp)
 	return nil
 }
@@ -457,8 +461,12 @@ func (s *Server) transition(w http.ResponseWriter, r *http.Request, confirm bool
 	}
 	var resp berth.Response
 	if confirm {
+		var pay payments.Payment
+		if pay, err = s.hotelPayment(r.Context(), p, hotelID, resID, req.PaymentRef); err != nil {
+			return err
+		}
 		idem := &berth.Idem{Key: key, Hash: RequestHash("confirm:"+resID, p.Subject, req), Render: render(http.StatusOK)}
-		resp, err = s.cfg.Hotels.Confirm(r.Context(), hotelID, resID, req.PaymentRef, forGuest(p, berth.KindHotel, hotelID), idem)
+		resp, err = s.cfg.Hotels.Confirm(r.Context(), hotelID, resID, pay, forGuest(p, berth.KindHotel, hotelID), idem)
 	} else {
 		idem := &berth.Idem{Key: key, Hash: RequestHash("cancel:"+resID, p.Subject, nil), Render: render(http.StatusOK)}
 		resp, err = s.cfg.Hotels.Cancel(r.Context(), hotelID, resID, forGuest(p, berth.KindHotel, hotelID), idem)
@@ -468,6 +476,31 @@ func (s *Server) transition(w http.ResponseWriter, r *http.Request, confirm bool
 	}
 	writeResponse(w, resp)
 	return nil
+}
+
+// hotelPayment is the payment a confirmation carries: staff and admins
+// confirm money taken at the desk (audited); a guest's payment_ref must be
+// a payment the provider reports as succeeded for exactly this reservation
+// (402 payment_required otherwise, before anything is written).
+func (s *Server) hotelPayment(ctx context.Context, p berth.Principal, hotelID, resID, ref string) (payments.Payment, error) {
+	if p.Role != berth.RoleGuest {
+		return deskPayment(p, ref), nil
+	}
+	res, err := s.cfg.Hotels.GetReservation(ctx, hotelID, resID)
+	if err != nil {
+		return payments.Payment{}, err
+	}
+	if err := forGuest(p, berth.KindHotel, hotelID)(res.GuestID); err != nil {
+		return payments.Payment{}, err
+	}
+	if a := reservation.OnConfirm(res.Status); a == reservation.ConfirmAlready || a == reservation.ConfirmRefuse {
+		// Confirmed or cancelled: the store answers it as it is (200 or
+		// 409 invalid_state) without a payment; neither status ever goes
+		// back to one that a payment would confirm.
+		return payments.Payment{Ref: ref, Method: payments.MethodNone, ActorSubject: p.Subject, ActorRole: string(p.Role)}, nil
+	}
+	return s.guestPayment(ctx, p, ref, payments.Due{Kind: string(berth.KindHotel), PartitionID: hotelID, ReservationID: res.ID,
+		AmountCents: res.TotalPriceCents, Currency: res.Currency}, true)
 }
 
 // decodeOptional accepts an empty body or a JSON object matching dst.

@@ -38,6 +38,11 @@ func TestReservationLifecycle(t *testing.T) {
 		t.Errorf("hold_expires_at %v: want about 10 minutes ahead", res["hold_expires_at"])
 	}
 	id := res["reservation_id"].(string)
+	// The hold answers what to pay: an intent for exactly the total.
+	if p, _ := res["payment"].(map[string]any); p["amount_cents"] != 60000.0 || p["currency"] != "EUR" || p["intent_id"] == "" || p["client_secret"] == "" {
+		t.Errorf("payment of the hold: %v", res["payment"])
+	}
+	ref := env.PayHold(r)
 	avail := func() float64 {
 		r := env.Do(bookingtest.Request{Method: "GET", Path: "/v1/hotels/" + h.ID + "/availability?check_in=" + in + "&check_out=" + out})
 		if r.Status != 200 {
@@ -55,12 +60,12 @@ func TestReservationLifecycle(t *testing.T) {
 		t.Fatalf("anonymous read: %d", r.Status)
 	}
 	if r := env.Do(bookingtest.Request{Method: "POST", Path: path + "/" + id + "/confirm", Token: bob, IdemKey: bookingtest.NewKey(),
-		Body: map[string]any{"payment_ref": "p1"}}); r.Status != 403 {
+		Body: map[string]any{"payment_ref": ref}}); r.Status != 403 {
 		t.Fatalf("bob confirms alice's reservation: %d %s", r.Status, r.Body)
 	}
 	confirm := env.Do(bookingtest.Request{Method: "POST", Path: path + "/" + id + "/confirm", Token: alice, IdemKey: bookingtest.NewKey(),
-		Body: map[string]any{"payment_ref": "p1"}})
-	if confirm.Status != 200 || confirm.JSON()["status"] != "confirmed" || confirm.JSON()["payment_ref"] != "p1" {
+		Body: map[string]any{"payment_ref": ref}})
+	if confirm.Status != 200 || confirm.JSON()["status"] != "confirmed" || confirm.JSON()["payment_ref"] != ref {
 		t.Fatalf("confirm: %d %s", confirm.Status, confirm.Body)
 	}
 	if r := env.Do(bookingtest.Request{Method: "GET", Path: path + "/" + id, Token: admin}); r.JSON()["status"] != "confirmed" {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthhq/berth/internal/berth"
 	"github.com/berthhq/berth/internal/bookingtest"
 	"github.com/berthhq/berth/internal/dbtest"
 	"github.com/berthhq/berth/internal/postgres"
@@ -32,15 +33,18 @@ func TestConfirmRacesSweeper(t *testing.T) {
 		h := env.SeedHotel("", perRound, 0, bookingtest.Date(1), bookingtest.Date(20))
 		in, out := bookingtest.Date(5), bookingtest.Date(7)
 		admin := env.Admin()
-		ids := make([]string, perRound)
+		ids, refs, guests := make([]string, perRound), make([]string, perRound), make([]string, perRound)
 		for i := range ids {
-			r := env.Do(bookingtest.Request{Method: "POST", Path: "/v1/hotels/" + h.ID + "/reservations", Token: admin,
+			// Each guest holds and pays (the provider reports the intent as
+			// succeeded) before confirming: the payment is verified, and late.
+			guests[i] = env.Token(fmt.Sprintf("late-%d", i), berth.RoleGuest)
+			r := env.Do(bookingtest.Request{Method: "POST", Path: "/v1/hotels/" + h.ID + "/reservations", Token: guests[i],
 				IdemKey: bookingtest.NewKey(), Body: map[string]any{"guest_id": fmt.Sprintf("late-%d", i),
 					"room_type_id": h.RoomTypeID, "check_in": in, "check_out": out, "quantity": 1}})
 			if r.Status != http.StatusCreated {
 				t.Fatalf("hold: %d %s", r.Status, r.Body)
 			}
-			ids[i] = r.JSON()["reservation_id"].(string)
+			ids[i], refs[i] = r.JSON()["reservation_id"].(string), env.PayHold(r)
 		}
 		var (
 			wg       sync.WaitGroup
@@ -78,7 +82,7 @@ func TestConfirmRacesSweeper(t *testing.T) {
 			go func() {
 				defer confirms.Done()
 				r, err := env.Try(ctx, bookingtest.Request{Method: "POST", Path: "/v1/hotels/" + h.ID + "/reservations/" + id + "/confirm",
-					Token: admin, IdemKey: bookingtest.NewKey(), Body: map[string]any{"payment_ref": "pay-" + id}})
+					Token: guests[i], IdemKey: bookingtest.NewKey(), Body: map[string]any{"payment_ref": refs[i]}})
 				if err != nil {
 					answers[i] = err.Error()
 					return

@@ -2,12 +2,12 @@ package httpapi
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 
+	"github.com/berthhq/berth/internal/appointment"
 	"github.com/berthhq/berth/internal/berth"
 	"github.com/berthhq/berth/internal/payments"
 	"github.com/berthhq/berth/internal/reservation"
@@ -24,7 +24,7 @@ type PaymentStore interface {
 // idem carries the webhook event id; it is stored in the same transaction
 // as the effect, so a redelivered event changes nothing.
 type PaymentEffects interface {
-	PaymentSucceeded(ctx context.Context, kind berth.Kind, partitionID, reservationID, paymentRef string, idem *berth.Idem) (berth.Response, error)
+	PaymentSucceeded(ctx context.Context, kind berth.Kind, partitionID, reservationID string, pay payments.Payment, idem *berth.Idem) (berth.Response, error)
 	PaymentFailed(ctx context.Context, kind berth.Kind, partitionID, reservationID string, idem *berth.Idem) (berth.Response, error)
 }
 
@@ -53,7 +53,8 @@ type paymentEvent struct {
 		PartitionID   string `json:"partition_id"`
 		ReservationID string `json:"reservation_id"`
 		PaymentRef    string `json:"payment_ref"`
-		AmountCents   int64  `json:"amount_cents"`
+		AmountCents   *int64 `json:"amount_cents"`
+		Currency      string `json:"currency,omitempty"`
 	} `json:"data"`
 }
 
@@ -94,17 +95,30 @@ func (s *Server) paymentWebhook(w http.ResponseWriter, r *http.Request) error {
 	if ev.Type == "payment.succeeded" && (ev.Data.PaymentRef == "" || len(ev.Data.PaymentRef) > 200) {
 		f.Add("data.payment_ref", "want 1 to 200 characters")
 	}
+	// What was paid is compared with what is due, so it must be stated
+	// whole: an amount in minor units and its ISO 4217 currency.
+	if a := ev.Data.AmountCents; (a == nil && ev.Type == "payment.succeeded") || (a != nil && *a < 0) {
+		f.Add("data.amount_cents", "want the amount paid in minor units, 0 or more")
+	}
+	if (ev.Type == "payment.succeeded" || ev.Data.Currency != "") && !validCurrency(ev.Data.Currency) {
+		f.Add("data.currency", "want an ISO 4217 code such as EUR")
+	}
 	if err := f.Err(); err != nil {
 		return err
 	}
+	// The event id is deduplicated in the provider's own key space, never
+	// among clients' Idempotency-Keys (which could otherwise squat it).
 	idem := &berth.Idem{
-		Key:    webhookKey(ev.ID),
-		Hash:   RequestHash("POST /v1/payments/webhook", "payment-provider", ev),
-		Render: renderPayment(ev),
+		Key:     ev.ID,
+		Hash:    RequestHash("POST /v1/payments/webhook", "payment-provider", ev),
+		Render:  renderPayment(ev),
+		Webhook: true,
 	}
 	var resp berth.Response
 	if ev.Type == "payment.succeeded" {
-		resp, err = s.cfg.Payments.PaymentSucceeded(r.Context(), kind, ev.Data.PartitionID, ev.Data.ReservationID, ev.Data.PaymentRef, idem)
+		pay := payments.Payment{Ref: ev.Data.PaymentRef, Method: payments.MethodWebhook, AmountCents: *ev.Data.AmountCents,
+			Currency: ev.Data.Currency, ActorSubject: "payment-provider", ActorRole: "system"}
+		resp, err = s.cfg.Payments.PaymentSucceeded(r.Context(), kind, ev.Data.PartitionID, ev.Data.ReservationID, pay, idem)
 	} else {
 		resp, err = s.cfg.Payments.PaymentFailed(r.Context(), kind, ev.Data.PartitionID, ev.Data.ReservationID, idem)
 	}
@@ -118,30 +132,33 @@ func (s *Server) paymentWebhook(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// webhookKey is the Idempotency-Key of a webhook event: its id, hashed when
-// it would not fit.
-func webhookKey(id string) string {
-	k := "payment:" + id
-	if len(k) <= MaxIdempotencyKeyLen {
-		return k
-	}
-	sum := sha256.Sum256([]byte(id))
-	return "payment:" + hex.EncodeToString(sum[:])[:48]
-}
-
 // renderPayment answers the provider. Every handled outcome is a 200 — a
-// lapsed hold whose rooms were sold (a refund is requested) or a payment
-// for a cancelled reservation is settled as far as the provider is
-// concerned; the outcome says what happened.
+// lapsed hold whose rooms were sold, a payment for a cancelled reservation,
+// a payment of the wrong amount or currency is settled as far as the
+// provider is concerned; the outcome says what happened (payment_mismatch
+// for a wrong amount or currency) and refund_requested says the money goes
+// back.
 func renderPayment(ev paymentEvent) func(any, error) (int, []byte) {
 	return func(value any, err error) (int, []byte) {
 		out := map[string]any{"id": ev.ID, "type": ev.Type, "received": true}
-		if r, ok := value.(reservation.Reservation); ok {
-			out["reservation_id"], out["status"] = r.ID, r.Status
+		switch v := value.(type) {
+		case reservation.Reservation:
+			out["reservation_id"], out["status"] = v.ID, v.Status
+		case appointment.Appointment:
+			out["reservation_id"], out["status"] = v.ID, v.Status
 		}
 		out["outcome"] = "applied"
-		if err != nil {
+		var be *berth.Error
+		switch {
+		case err == nil:
+		case errors.As(err, &be) && be.Code == berth.CodePaymentRequired:
+			out["outcome"] = "payment_mismatch"
+			out["reason"] = be.Extra["reason"]
+		default:
 			out["outcome"] = string(berth.ErrorCode(err))
+		}
+		if errors.As(err, &be) && (be.Extra["refund_requested"] == true || be.Code == berth.CodeHoldExpired) {
+			out["refund_requested"] = true
 		}
 		body, _ := json.Marshal(out)
 		return http.StatusOK, body

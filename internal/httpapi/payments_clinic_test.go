@@ -26,7 +26,7 @@ func TestPaymentWebhookClinic(t *testing.T) {
 	}})
 	ce := &clinicEnv{Env: env, Clinics: clinics}
 	clinicID := ce.seedClinic("Europe/Berlin")
-	doctorID := ce.seedDoctor(clinicID, 30, true, allWeek("08:00", "12:00"))
+	doctorID := ce.seedPricedDoctor(clinicID, 30, 5000, "EUR")
 	ce.materialize(clinicID, bookingtest.Date(3), bookingtest.Date(4))
 	slots := ce.slots(clinicID, doctorID, bookingtest.Date(3))
 	hold := func(guest, slot string) string {
@@ -39,7 +39,7 @@ func TestPaymentWebhookClinic(t *testing.T) {
 	}
 	send := func(typ, apptID string) bookingtest.Response {
 		body, _ := json.Marshal(map[string]any{"id": "evt_" + uuid.NewString(), "type": typ, "data": map[string]any{
-			"kind": "clinic", "partition_id": clinicID, "reservation_id": apptID, "payment_ref": "pay_1", "amount_cents": 5000}})
+			"kind": "clinic", "partition_id": clinicID, "reservation_id": apptID, "payment_ref": "pay_1", "amount_cents": 5000, "currency": "EUR"}})
 		return sendWebhook(env, body, payments.Sign([]byte(webhookSecret), time.Now(), body))
 	}
 	status := func(apptID string) string {

@@ -29,7 +29,7 @@ func startWithWebhook(t *testing.T) *bookingtest.Env {
 func paymentBody(t *testing.T, id, typ string, h bookingtest.Hotel, reservationID string) []byte {
 	t.Helper()
 	b, err := json.Marshal(map[string]any{"id": id, "type": typ, "data": map[string]any{
-		"kind": "hotel", "partition_id": h.ID, "reservation_id": reservationID, "payment_ref": "pi_" + id, "amount_cents": 20000}})
+		"kind": "hotel", "partition_id": h.ID, "reservation_id": reservationID, "payment_ref": "pi_" + id, "amount_cents": 20000, "currency": "EUR"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,7 @@ var statusOf = map[berth.Code]int{
 	berth.CodeSlotTaken:              http.StatusConflict,
 	berth.CodeHoldExpired:            http.StatusConflict,
 	berth.CodeInvalidState:           http.StatusConflict,
+	berth.CodePaymentRequired:        http.StatusPaymentRequired,
 	berth.CodeIdempotencyInProgress:  http.StatusConflict,
 	berth.CodeMisdirected:            http.StatusMisdirectedRequest,
 	berth.CodeIdempotencyKeyReused:   http.StatusUnprocessableEntity,

@@ -10,6 +10,7 @@ import (
 
 	"github.com/berthhq/berth/internal/auth"
 	"github.com/berthhq/berth/internal/berth"
+	"github.com/berthhq/berth/internal/payments"
 	"github.com/berthhq/berth/internal/reservation"
 )
 
@@ -22,7 +23,7 @@ type HotelStore interface {
 	Availability(ctx context.Context, hotelID string, stay reservation.Stay, roomTypeID string) (reservation.Availability, error)
 	Hold(ctx context.Context, req reservation.HoldRequest, idem *berth.Idem) (berth.Response, error)
 	GetReservation(ctx context.Context, hotelID, reservationID string) (reservation.Reservation, error)
-	Confirm(ctx context.Context, hotelID, reservationID, paymentRef string, authorize func(guestID string) error, idem *berth.Idem) (berth.Response, error)
+	Confirm(ctx context.Context, hotelID, reservationID string, pay payments.Payment, authorize func(guestID string) error, idem *berth.Idem) (berth.Response, error)
 	Cancel(ctx context.Context, hotelID, reservationID string, authorize func(guestID string) error, idem *berth.Idem) (berth.Response, error)
 }
 
@@ -37,6 +38,13 @@ type Config struct {
 	Clinics ClinicStore
 	// Payments serves the payment webhook when set (payments.go).
 	Payments PaymentStore
+	// PaymentProvider creates the payment intents of prepaid holds and
+	// verifies a guest's payment_ref before a confirmation; without it a
+	// guest cannot confirm a hold that costs money (payments_verify.go).
+	PaymentProvider PaymentProvider
+	// DevPayments serves the development-only POST /v1/dev/payments/{intent_id}/pay
+	// when set; never in production (devpay.go).
+	DevPayments *DevPayments
 	// Placements serves the placement routes when set (placements.go).
 	Placements PlacementStore
 	Tokens     *auth.Tokens
@@ -101,6 +109,9 @@ func (s *Server) routes() {
 	}
 	if s.cfg.Placements != nil {
 		s.placementRoutes()
+	}
+	if s.cfg.DevPayments != nil {
+		s.devPaymentRoutes()
 	}
 }
 

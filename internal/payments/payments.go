@@ -1,7 +1,9 @@
 // Package payments holds what Berth shares with its payment provider: the
 // webhook signature scheme (Berth-Signature: t=<unix>,v1=<hex HMAC-SHA256>
-// over "<t>." + the raw body), the provider interface refunds go through,
-// and the refunds consumer.
+// over "<t>." + the raw body), payment intents and the one decision about
+// money — whether a payment settles what a reservation or appointment costs
+// (Due.Check, Payment.Settles: pure, no I/O) — the provider interface
+// refunds go through, and the refunds consumer.
 package payments
 
 import (

@@ -8,6 +8,7 @@ import (
 
 	"github.com/berthhq/berth/internal/appointment"
 	"github.com/berthhq/berth/internal/berth"
+	"github.com/berthhq/berth/internal/payments"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -16,7 +17,7 @@ import (
 
 const appointmentColumns = `appointment_id::TEXT, clinic_id::TEXT, doctor_id::TEXT, slot_id::TEXT, guest_id, starts_at, ends_at,
 	local_date, status, hold_expires_at, channel, created_by_subject, created_by_role, COALESCE(payment_ref, ''),
-	version, created_at, updated_at`
+	price_cents, COALESCE(currency, ''), version, created_at, updated_at`
 
 func scanAppointment(row pgx.Row) (appointment.Appointment, error) {
 	var (
@@ -25,7 +26,8 @@ func scanAppointment(row pgx.Row) (appointment.Appointment, error) {
 		status, channel string
 	)
 	err := row.Scan(&a.ID, &a.ClinicID, &a.DoctorID, &a.SlotID, &a.GuestID, &a.StartsAt, &a.EndsAt, &day, &status,
-		&a.HoldExpiresAt, &channel, &a.CreatedBy.Subject, &a.CreatedBy.Role, &a.PaymentRef, &a.Version, &a.CreatedAt, &a.UpdatedAt)
+		&a.HoldExpiresAt, &channel, &a.CreatedBy.Subject, &a.CreatedBy.Role, &a.PaymentRef,
+		&a.PriceCents, &a.Currency, &a.Version, &a.CreatedAt, &a.UpdatedAt)
 	a.LocalDate, a.Status, a.Channel = appointment.DateOf(day), appointment.Status(status), appointment.Channel(channel)
 	a.StartsAt, a.EndsAt, a.CreatedAt, a.UpdatedAt = a.StartsAt.UTC(), a.EndsAt.UTC(), a.CreatedAt.UTC(), a.UpdatedAt.UTC()
 	if a.HoldExpiresAt != nil {
@@ -122,12 +124,13 @@ func (c *ClinicStore) Hold(ctx context.Context, req appointment.HoldRequest, ide
 	}
 	return c.s.write(ctx, berth.KindClinic, req.ClinicID, idem, func(tx pgx.Tx, b *pgx.Batch) (any, error) {
 		slotID, doctorID, prepay := req.SlotID, req.DoctorID, false
+		var price doctorPrice
 		if !req.ByWindow() {
 			h, err := readSlotHint(ctx, tx, req.ClinicID, req.SlotID)
 			if err != nil {
 				return nil, err
 			}
-			doctorID, prepay = h.doctorID, h.prepay
+			doctorID, prepay, price = h.doctorID, h.prepay, h.price
 			if err := lockGuestDays(ctx, tx, req.ClinicID, c.s.region, doctorID, req.GuestID, []time.Time{h.localDate}); err != nil {
 				return nil, err
 			}
@@ -139,8 +142,8 @@ func (c *ClinicStore) Hold(ctx context.Context, req appointment.HoldRequest, ide
 				return nil, oneADayError(h.localDate)
 			}
 		} else {
-			err := tx.QueryRow(ctx, `SELECT prepay_required FROM doctors WHERE clinic_id = $1 AND doctor_id = $2`,
-				req.ClinicID, req.DoctorID).Scan(&prepay)
+			err := tx.QueryRow(ctx, `SELECT prepay_required, price_cents, COALESCE(currency, '') FROM doctors
+				WHERE clinic_id = $1 AND doctor_id = $2`, req.ClinicID, req.DoctorID).Scan(&prepay, &price.cents, &price.currency)
 			if errors.Is(err, pgx.ErrNoRows) {
 				return nil, berth.Errorf(berth.CodeNotFound, "doctor %s not found", req.DoctorID)
 			}
@@ -195,6 +198,9 @@ func (c *ClinicStore) Hold(ctx context.Context, req appointment.HoldRequest, ide
 			HoldExpiresAt: t.holdExpiresAt, Channel: req.Channel, CreatedBy: req.Actor,
 			Version: 1, CreatedAt: t.now, UpdatedAt: t.now,
 		}
+		if prepay {
+			a.PriceCents, a.Currency = price.cents, price.currency
+		}
 		au := &audit{clinicID: req.ClinicID, region: c.s.region}
 		var evs []event
 		if t.prevStatus == appointment.SlotHeld && t.prevAppt != "" {
@@ -209,10 +215,12 @@ func (c *ClinicStore) Hold(ctx context.Context, req appointment.HoldRequest, ide
 			au.add(slotID, t.prevAppt, systemActor, appointment.ChannelSystem, appointment.SlotHeld, appointment.SlotOpen)
 		}
 		b.Queue(`INSERT INTO appointments (clinic_id, appointment_id, home_region, doctor_id, slot_id, guest_id, starts_at,
-				ends_at, local_date, status, channel, created_by_subject, created_by_role, hold_expires_at, version, created_at, updated_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, 1, $15, $15)`,
+				ends_at, local_date, status, channel, created_by_subject, created_by_role, hold_expires_at, version, created_at, updated_at,
+				price_cents, currency)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, 1, $15, $15, $16, NULLIF($17, ''))`,
 			a.ClinicID, a.ID, c.s.region, a.DoctorID, a.SlotID, a.GuestID, a.StartsAt, a.EndsAt, t.localDate,
-			string(a.Status), string(a.Channel), a.CreatedBy.Subject, a.CreatedBy.Role, a.HoldExpiresAt, a.CreatedAt)
+			string(a.Status), string(a.Channel), a.CreatedBy.Subject, a.CreatedBy.Role, a.HoldExpiresAt, a.CreatedAt,
+			a.PriceCents, a.Currency)
 		au.add(slotID, a.ID, req.Actor, req.Channel, appointment.SlotOpen, status.SlotStatus())
 		au.flush(b)
 		typ := appointment.EventHeld
@@ -294,11 +302,25 @@ func queueAppointmentUpdate(b *pgx.Batch, a appointment.Appointment, day time.Ti
 		a.HoldExpiresAt, a.PaymentRef, a.Version, a.UpdatedAt)
 }
 
-// Confirm confirms an appointment by its holder (held_by): a held one —
-// even if its hold lapsed — is confirmed as long as it still occupies its
-// slot, i.e. nobody took the slot meanwhile. If someone did, the answer is
-// a committed 409 hold_expired and a refund_requested event.
-func (c *ClinicStore) Confirm(ctx context.Context, clinicID, apptID, paymentRef string, authorize func(guestID string) error,
+// appointmentDue is what an appointment's payment must match. One without
+// a price (its doctor has none) can be settled only at the desk: -1 minor
+// units is never paid.
+func appointmentDue(a appointment.Appointment) payments.Due {
+	d := payments.Due{Kind: string(berth.KindClinic), PartitionID: a.ClinicID, ReservationID: a.ID, AmountCents: -1, Currency: a.Currency}
+	if a.PriceCents != nil {
+		d.AmountCents = *a.PriceCents
+	}
+	return d
+}
+
+// Confirm confirms an appointment paid for by pay, by its holder (held_by):
+// a held one — even if its hold lapsed — is confirmed as long as it still
+// occupies its slot, i.e. nobody took the slot meanwhile. If someone did,
+// the answer is a committed 409 hold_expired and a refund_requested event.
+// The payment is decided against the locked row exactly as for hotels
+// (Store.Confirm): a payment that does not settle is 402 payment_required,
+// and a provider's money that cannot be applied is refunded.
+func (c *ClinicStore) Confirm(ctx context.Context, clinicID, apptID string, pay payments.Payment, authorize func(guestID string) error,
 	actor appointment.Actor, ch appointment.Channel, idem *berth.Idem) (berth.Response, error) {
 	return c.s.write(ctx, berth.KindClinic, clinicID, idem, func(tx pgx.Tx, b *pgx.Batch) (any, error) {
 		h, err := apptHint(ctx, tx, clinicID, apptID)
@@ -308,8 +330,14 @@ func (c *ClinicStore) Confirm(ctx context.Context, clinicID, apptID, paymentRef 
 		if err := authorize(h.GuestID); err != nil {
 			return nil, err
 		}
+		refundOf := func(a appointment.Appointment) func(reason string) error {
+			return func(reason string) error {
+				return queueEvents(ctx, b, c.s.region, refundEvent(berth.KindClinic, clinicID, a.ID, a.Version,
+					"appointment", a, pay.Ref, pay.AmountCents, pay.Currency, reason))
+			}
+		}
 		if h.Status == appointment.StatusConfirmed {
-			return h, nil
+			return h, unappliedPayment(pay, h.PaymentRef, refundOf(h))
 		}
 		day := h.LocalDate.Time()
 		if err := lockGuestDays(ctx, tx, clinicID, c.s.region, h.DoctorID, h.GuestID, []time.Time{day}); err != nil {
@@ -336,11 +364,19 @@ func (c *ClinicStore) Confirm(ctx context.Context, clinicID, apptID, paymentRef 
 		au := &audit{clinicID: clinicID, region: c.s.region}
 		var evs []event
 		won := false
+		due := appointmentDue(a)
 		switch step {
 		case appointment.ConfirmAnswer:
-			return a, nil
+			return a, unappliedPayment(pay, a.PaymentRef, refundOf(a))
 		case appointment.ConfirmInvalid:
-			return a, berth.Errorf(berth.CodeInvalidState, "a %s appointment cannot be confirmed", a.Status)
+			return a, refusedPayment(pay, refundOf(a), fmt.Sprintf("a %s appointment cannot be confirmed", a.Status))
+		}
+		// Book, take again or lose: only for a payment that settles what is
+		// due; any other changes nothing (a provider's money goes back).
+		if err := pay.Settles(due); err != nil {
+			return a, mismatchedPayment(pay, err, refundOf(a))
+		}
+		switch step {
 		case appointment.ConfirmBook:
 			b.Queue(`UPDATE slots SET status = 'booked', hold_expires_at = NULL, version = version + 1, updated_at = now()
 				WHERE clinic_id = $1 AND slot_id = $2 AND appointment_id = $3`, clinicID, a.SlotID, a.ID)
@@ -364,11 +400,12 @@ func (c *ClinicStore) Confirm(ctx context.Context, clinicID, apptID, paymentRef 
 				won = true
 			}
 		}
-		a.PaymentRef, a.Version, a.UpdatedAt = paymentRef, a.Version+1, now
+		a.PaymentRef, a.Version, a.UpdatedAt = pay.Ref, a.Version+1, now
 		if won {
 			a.Status, a.HoldExpiresAt = appointment.StatusConfirmed, nil
 			queueAppointmentUpdate(b, a, day)
 			au.flush(b)
+			queuePaymentAudit(b, c.s.region, due, pay)
 			return a, queueEvents(ctx, b, c.s.region, append(evs, appointmentEvent(appointment.EventConfirmed, a))...)
 		}
 		// Lost: the appointment is (or becomes) expired, and the payment goes back.
@@ -381,10 +418,11 @@ func (c *ClinicStore) Confirm(ctx context.Context, clinicID, apptID, paymentRef 
 		}
 		queueAppointmentUpdate(b, a, day)
 		au.flush(b)
-		refund := map[string]any{"appointment": a, "payment_ref": paymentRef, "reason": "hold_expired"}
-		evs = append(evs, appointmentEvent(appointment.EventExpired, a),
-			event{kind: berth.KindClinic, partitionID: clinicID, typ: appointment.EventRefundRequested,
-				aggregateID: a.ID, version: a.Version, data: refund})
+		evs = append(evs, appointmentEvent(appointment.EventExpired, a))
+		if pay.TookMoney() {
+			evs = append(evs, refundEvent(berth.KindClinic, clinicID, a.ID, a.Version, "appointment", a, pay.Ref,
+				pay.AmountCents, pay.Currency, "hold_expired"))
+		}
 		if err := queueEvents(ctx, b, c.s.region, evs...); err != nil {
 			return nil, err
 		}

@@ -104,9 +104,9 @@ func (c *ClinicStore) CreateDoctor(ctx context.Context, d appointment.Doctor) (a
 		return d, fmt.Errorf("encode template: %w", err)
 	}
 	_, err = c.s.write(ctx, berth.KindClinic, d.ClinicID, nil, func(tx pgx.Tx, b *pgx.Batch) (any, error) {
-		b.Queue(`INSERT INTO doctors (clinic_id, doctor_id, home_region, name, slot_minutes, prepay_required, weekly)
-			VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-			d.ClinicID, d.ID, c.s.region, d.Name, d.SlotMinutes, d.PrepayRequired, weekly)
+		b.Queue(`INSERT INTO doctors (clinic_id, doctor_id, home_region, name, slot_minutes, prepay_required, weekly, price_cents, currency)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, NULLIF($9, ''))`,
+			d.ClinicID, d.ID, c.s.region, d.Name, d.SlotMinutes, d.PrepayRequired, weekly, d.PriceCents, d.Currency)
 		return nil, nil
 	})
 	return d, err
@@ -115,7 +115,7 @@ func (c *ClinicStore) CreateDoctor(ctx context.Context, d appointment.Doctor) (a
 // doctors lists a clinic's doctors, optionally only one.
 func (c *ClinicStore) doctors(ctx context.Context, q querier, clinicID, doctorID string) ([]appointment.Doctor, error) {
 	rows, err := q.Query(ctx,
-		`SELECT doctor_id::TEXT, clinic_id::TEXT, name, slot_minutes, prepay_required, weekly FROM doctors
+		`SELECT doctor_id::TEXT, clinic_id::TEXT, name, slot_minutes, prepay_required, weekly, price_cents, COALESCE(currency, '') FROM doctors
 		 WHERE clinic_id = $1 AND ($2 = '' OR doctor_id::TEXT = $2) ORDER BY name, doctor_id`, clinicID, doctorID)
 	if err != nil {
 		return nil, classify(fmt.Errorf("list doctors: %w", err))
@@ -126,7 +126,7 @@ func (c *ClinicStore) doctors(ctx context.Context, q querier, clinicID, doctorID
 			minutes int32
 			weekly  []byte
 		)
-		if err := row.Scan(&d.ID, &d.ClinicID, &d.Name, &minutes, &d.PrepayRequired, &weekly); err != nil {
+		if err := row.Scan(&d.ID, &d.ClinicID, &d.Name, &minutes, &d.PrepayRequired, &weekly, &d.PriceCents, &d.Currency); err != nil {
 			return d, err
 		}
 		d.SlotMinutes = int(minutes)

@@ -112,14 +112,23 @@ type slotHint struct {
 	startsAt  time.Time
 	localDate time.Time
 	prepay    bool
+	price     doctorPrice
+}
+
+// doctorPrice is what a prepaid appointment of a doctor costs (nil: no
+// online payment).
+type doctorPrice struct {
+	cents    *int64
+	currency string
 }
 
 func readSlotHint(ctx context.Context, q querier, clinicID, slotID string) (slotHint, error) {
 	var h slotHint
 	err := q.QueryRow(ctx,
-		`SELECT s.doctor_id::TEXT, s.starts_at, s.local_date, d.prepay_required
+		`SELECT s.doctor_id::TEXT, s.starts_at, s.local_date, d.prepay_required, d.price_cents, COALESCE(d.currency, '')
 		 FROM slots s JOIN doctors d ON d.clinic_id = s.clinic_id AND d.doctor_id = s.doctor_id
-		 WHERE s.clinic_id = $1 AND s.slot_id = $2`, clinicID, slotID).Scan(&h.doctorID, &h.startsAt, &h.localDate, &h.prepay)
+		 WHERE s.clinic_id = $1 AND s.slot_id = $2`, clinicID, slotID).Scan(&h.doctorID, &h.startsAt, &h.localDate, &h.prepay,
+		&h.price.cents, &h.price.currency)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return h, berth.Errorf(berth.CodeNotFound, "slot %s not found", slotID)
 	}

@@ -21,6 +21,21 @@ import (
 const claimKeySQL = `INSERT INTO idempotency_keys (partition_id, idem_key, home_region, request_hash)
 	VALUES ($1, $2, $3, $4) ON CONFLICT (partition_id, idem_key) DO NOTHING`
 
+// claimEventSQL is claimKeySQL for the payment provider's event ids, which
+// live in their own table: a client's Idempotency-Key can never be an event
+// id, whatever it spells. An event id is unique across partitions, so the
+// same id naming another partition is a different request (422).
+const claimEventSQL = `INSERT INTO webhook_events (partition_id, event_id, home_region, request_hash)
+	VALUES ($1, $2, $3, $4) ON CONFLICT (event_id) DO NOTHING`
+
+// claimSQLOf returns the claim statement of idem's key space.
+func claimSQLOf(idem *berth.Idem) string {
+	if idem.Webhook {
+		return claimEventSQL
+	}
+	return claimKeySQL
+}
+
 // claimResult interprets the claim INSERT's outcome: nil, nil when this
 // request owns the key; a stored response to replay; or an error.
 func claimResult(ctx context.Context, tx pgx.Tx, tag pgconn.CommandTag, err error, partitionID string, idem *berth.Idem) (*berth.Response, error) {
@@ -51,9 +66,14 @@ func storedResponse(ctx context.Context, q querier, partitionID string, idem *be
 		status *int32
 		body   []byte
 	)
-	err := q.QueryRow(ctx,
-		`SELECT request_hash, response_status, response_body FROM idempotency_keys
-		 WHERE partition_id = $1 AND idem_key = $2`, partitionID, idem.Key).Scan(&hash, &status, &body)
+	var err error
+	if idem.Webhook {
+		err = q.QueryRow(ctx, `SELECT request_hash, response_status, response_body FROM webhook_events
+			 WHERE event_id = $1`, idem.Key).Scan(&hash, &status, &body)
+	} else {
+		err = q.QueryRow(ctx, `SELECT request_hash, response_status, response_body FROM idempotency_keys
+			 WHERE partition_id = $1 AND idem_key = $2`, partitionID, idem.Key).Scan(&hash, &status, &body)
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		// Pruned between the claim and this read: let the whole write retry.
 		return nil, fmt.Errorf("idempotency key vanished: %w", errRetry)
@@ -77,8 +97,16 @@ func storedResponse(ctx context.Context, q querier, partitionID string, idem *be
 const storeResponseSQL = `UPDATE idempotency_keys SET response_status = $3, response_body = $4
 	WHERE partition_id = $1 AND idem_key = $2`
 
-func queueStoreResponse(b *pgx.Batch, partitionID, key string, resp berth.Response) {
-	b.Queue(storeResponseSQL, partitionID, key, resp.Status, resp.Body)
+// storeEventResponseSQL is storeResponseSQL for a webhook event id.
+const storeEventResponseSQL = `UPDATE webhook_events SET response_status = $3, response_body = $4
+	WHERE partition_id = $1 AND event_id = $2`
+
+func queueStoreResponse(b *pgx.Batch, partitionID string, idem *berth.Idem, resp berth.Response) {
+	if idem.Webhook {
+		b.Queue(storeEventResponseSQL, partitionID, idem.Key, resp.Status, resp.Body)
+		return
+	}
+	b.Queue(storeResponseSQL, partitionID, idem.Key, resp.Status, resp.Body)
 }
 
 // PruneIdempotencyKeys deletes keys older than keep (at least 24 h by
@@ -92,5 +120,13 @@ func (s *Store) PruneIdempotencyKeys(ctx context.Context, keep time.Duration, li
 	if err != nil {
 		return 0, fmt.Errorf("prune idempotency keys: %w", err)
 	}
-	return tag.RowsAffected(), nil
+	events, err := s.db.pool.Exec(ctx,
+		`DELETE FROM webhook_events WHERE event_id IN (
+		   SELECT event_id FROM webhook_events
+		   WHERE created_at < now() - $1 * INTERVAL '1 microsecond' AND home_region = $2 LIMIT $3)`,
+		keep.Microseconds(), s.region, limit)
+	if err != nil {
+		return 0, fmt.Errorf("prune webhook events: %w", err)
+	}
+	return tag.RowsAffected() + events.RowsAffected(), nil
 }

@@ -3,13 +3,11 @@ package postgres
 import (
 	"context"
 	"errors"
-	"fmt"
-	"github.com/berthhq/berth/internal/appointment"
 
+	"github.com/berthhq/berth/internal/appointment"
 	"github.com/berthhq/berth/internal/berth"
 	"github.com/berthhq/berth/internal/payments"
 	"github.com/berthhq/berth/internal/reservation"
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -18,13 +16,14 @@ import (
 func anyGuest(string) error { return nil }
 
 // PaymentSucceeded confirms a reservation paid for, exactly as /confirm
-// does (a lapsed hold re-takes its nights or requests a refund). The
+// does (a lapsed hold re-takes its nights or requests a refund); a payment
+// of another amount or currency confirms nothing and is refunded. The
 // webhook's event id travels in idem and is stored in the same transaction.
-func (s *Store) PaymentSucceeded(ctx context.Context, kind berth.Kind, partitionID, reservationID, paymentRef string, idem *berth.Idem) (berth.Response, error) {
+func (s *Store) PaymentSucceeded(ctx context.Context, kind berth.Kind, partitionID, reservationID string, pay payments.Payment, idem *berth.Idem) (berth.Response, error) {
 	if kind != berth.KindHotel {
 		return berth.Response{}, berth.Errorf(berth.CodeNotFound, "%s payments are not handled by this service yet", kind)
 	}
-	return s.Confirm(ctx, partitionID, reservationID, paymentRef, anyGuest, idem)
+	return s.Confirm(ctx, partitionID, reservationID, pay, anyGuest, idem)
 }
 
 // PaymentFailed releases a hold whose payment failed: a held reservation is
@@ -66,11 +65,11 @@ type PaymentEffects struct {
 var paymentActor = appointment.Actor{Subject: "payment-provider", Role: "system"}
 
 // PaymentSucceeded confirms the reservation or appointment paid for.
-func (p PaymentEffects) PaymentSucceeded(ctx context.Context, kind berth.Kind, partitionID, reservationID, paymentRef string, idem *berth.Idem) (berth.Response, error) {
+func (p PaymentEffects) PaymentSucceeded(ctx context.Context, kind berth.Kind, partitionID, reservationID string, pay payments.Payment, idem *berth.Idem) (berth.Response, error) {
 	if kind == berth.KindClinic && p.Clinics != nil {
-		return p.Clinics.Confirm(ctx, partitionID, reservationID, paymentRef, anyGuest, paymentActor, "", idem)
+		return p.Clinics.Confirm(ctx, partitionID, reservationID, pay, anyGuest, paymentActor, "", idem)
 	}
-	return p.Hotels.PaymentSucceeded(ctx, kind, partitionID, reservationID, paymentRef, idem)
+	return p.Hotels.PaymentSucceeded(ctx, kind, partitionID, reservationID, pay, idem)
 }
 
 // PaymentFailed releases the hold whose payment failed; anything else is
@@ -82,33 +81,76 @@ func (p PaymentEffects) PaymentFailed(ctx context.Context, kind berth.Kind, part
 	return p.Hotels.PaymentFailed(ctx, kind, partitionID, reservationID, idem)
 }
 
-// DevPaymentProvider is the development payment provider: it records
-// refunds in payment_refunds, once per idempotency key.
-type DevPaymentProvider struct{ db *DB }
+// refundEvent is a refund_requested event: give amount back for the
+// reservation or appointment (subjectKey names which, subject is its value).
+func refundEvent(kind berth.Kind, partitionID, aggregateID string, version int64, subjectKey string, subject any,
+	paymentRef string, amountCents int64, currency, reason string) event {
+	return event{kind: kind, partitionID: partitionID, typ: reservation.EventRefundRequested, aggregateID: aggregateID,
+		version: version, data: map[string]any{subjectKey: subject, "payment_ref": paymentRef, "amount_cents": amountCents,
+			"currency": currency, "reason": reason}}
+}
 
-var _ payments.Provider = (*DevPaymentProvider)(nil)
+// refunded marks an outcome whose money goes back, for the webhook's answer.
+var refunded = map[string]any{"refund_requested": true}
 
-// NewDevPaymentProvider returns the development provider.
-func NewDevPaymentProvider(db *DB) *DevPaymentProvider { return &DevPaymentProvider{db: db} }
+// unappliedPayment answers a payment for something already confirmed. The
+// provider's payment under another reference is money taken twice: it is
+// refunded, and the outcome says so. Anything else is the plain replay of a
+// confirmation (nil).
+func unappliedPayment(pay payments.Payment, confirmedRef string, refund func(reason string) error) error {
+	if !pay.RefundsOnMismatch() || pay.Ref == confirmedRef || pay.AmountCents <= 0 {
+		return nil
+	}
+	if err := refund("already_confirmed"); err != nil {
+		return err
+	}
+	return &berth.Error{Code: berth.CodeInvalidState, Extra: refunded,
+		Detail: "already confirmed with another payment; this payment is refunded"}
+}
 
-// Refund records a refund unless one with the same key exists.
-func (p *DevPaymentProvider) Refund(ctx context.Context, req payments.RefundRequest) (payments.Refund, error) {
-	id := uuid.NewString()
-	tag, err := p.db.pool.Exec(ctx, `INSERT INTO payment_refunds (idempotency_key, refund_id, kind, partition_id, reservation_id,
-		payment_ref, amount_cents, currency) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (idempotency_key) DO NOTHING`,
-		req.IdempotencyKey, id, req.Kind, req.PartitionID, req.ReservationID, req.PaymentRef, req.AmountCents, req.Currency)
-	if err != nil {
-		return payments.Refund{}, fmt.Errorf("record refund: %w", err)
+// refusedPayment answers a payment for something that can no longer be
+// confirmed (cancelled, expired for good): invalid_state, and the
+// provider's money goes back.
+func refusedPayment(pay payments.Payment, refund func(reason string) error, detail string) error {
+	e := &berth.Error{Code: berth.CodeInvalidState, Detail: detail}
+	if pay.RefundsOnMismatch() && pay.AmountCents > 0 {
+		if err := refund("not_confirmable"); err != nil {
+			return err
+		}
+		e.Extra, e.Detail = refunded, detail+"; the payment is refunded"
 	}
-	if tag.RowsAffected() == 1 {
-		return payments.Refund{ID: id}, nil
+	return e
+}
+
+// mismatchedPayment answers a payment that does not settle what is due:
+// 402 payment_required naming why; a provider's payment is refunded.
+func mismatchedPayment(pay payments.Payment, mismatch error, refund func(reason string) error) error {
+	e := &berth.Error{Code: berth.CodePaymentRequired, Detail: "the payment does not settle what is due: " + mismatch.Error(),
+		Extra: map[string]any{}}
+	var m *payments.Mismatch
+	if errors.As(mismatch, &m) {
+		e.Extra["reason"] = m.Reason
 	}
-	err = p.db.pool.QueryRow(ctx, `SELECT refund_id::TEXT FROM payment_refunds WHERE idempotency_key = $1`, req.IdempotencyKey).Scan(&id)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return payments.Refund{}, fmt.Errorf("record refund: key vanished")
+	if pay.RefundsOnMismatch() && pay.AmountCents > 0 {
+		if err := refund("payment_mismatch"); err != nil {
+			return err
+		}
+		e.Extra["refund_requested"] = true
 	}
-	if err != nil {
-		return payments.Refund{}, fmt.Errorf("read refund: %w", err)
+	return e
+}
+
+// queuePaymentAudit writes the audit row of a confirmation: how it was paid
+// for, the amount compared, who confirmed, when (database time).
+func queuePaymentAudit(b *pgx.Batch, region string, due payments.Due, pay payments.Payment) {
+	amount, currency := pay.AmountCents, pay.Currency
+	if !pay.Verified() || pay.Method == payments.MethodNone {
+		// The desk took what was due (its word, audited); nothing was due.
+		amount, currency = max(due.AmountCents, 0), due.Currency
 	}
-	return payments.Refund{ID: id, Duplicate: true}, nil
+	b.Queue(`INSERT INTO payment_confirmations (partition_id, reservation_id, home_region, kind, method, payment_ref,
+			amount_cents, currency, actor_subject, actor_role)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+		due.PartitionID, due.ReservationID, region, due.Kind, string(pay.Method), pay.Ref, amount, currency,
+		pay.ActorSubject, pay.ActorRole)
 }

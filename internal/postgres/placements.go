@@ -69,6 +69,8 @@ func (t partitionTable) rehomeSQL() string {
 // are re-homed after the kind's own tables.
 var sharedPartitionTables = []partitionTable{
 	{name: "idempotency_keys", column: "partition_id"},
+	{name: "webhook_events", column: "partition_id"},
+	{name: "payment_confirmations", column: "partition_id"},
 	{name: "outbox", column: "partition_id"},
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/berthhq/berth/internal/berth"
+	"github.com/berthhq/berth/internal/payments"
 	"github.com/berthhq/berth/internal/reservation"
 	"github.com/jackc/pgx/v5"
 )
@@ -247,13 +248,23 @@ func dbNow(ctx context.Context, tx pgx.Tx) (time.Time, error) {
 	return now.UTC(), nil
 }
 
-// Confirm confirms a reservation. authorize sees the reservation's guest
-// inside the transaction and returns a forbidden error or nil. A held reservation — even one whose hold
-// lapsed but which the sweeper has not expired yet — still owns its nights
-// and is confirmed at once. An expired one tries to take every night again;
-// if it cannot, it stays expired, a refund_requested event is written and
-// the answer is 409 hold_expired (committed, so the refund is not lost).
-func (s *Store) Confirm(ctx context.Context, hotelID, reservationID, paymentRef string, authorize func(guestID string) error, idem *berth.Idem) (berth.Response, error) {
+// Confirm confirms a reservation paid for by pay. authorize sees the
+// reservation's guest inside the transaction and returns a forbidden error
+// or nil.
+//
+// The payment is decided against the locked row (payments.Payment.Settles):
+// the caller verified it with the provider before the transaction (no
+// network call in here), and this check makes the state change conditional
+// on exactly the amount and currency due. A payment that does not settle is
+// 402 payment_required and changes nothing — except that money a provider
+// reports as taken (the webhook) is given back: a refund_requested event.
+//
+// A held reservation — even one whose hold lapsed but which the sweeper has
+// not expired yet — still owns its nights and is confirmed at once. An
+// expired one tries to take every night again; if it cannot, it stays
+// expired, a refund_requested event is written and the answer is 409
+// hold_expired (committed, so the refund is not lost).
+func (s *Store) Confirm(ctx context.Context, hotelID, reservationID string, pay payments.Payment, authorize func(guestID string) error, idem *berth.Idem) (berth.Response, error) {
 	return s.write(ctx, berth.KindHotel, hotelID, idem, func(tx pgx.Tx, b *pgx.Batch) (any, error) {
 		r, err := lockReservation(ctx, tx, hotelID, reservationID)
 		if err != nil {
@@ -262,18 +273,29 @@ func (s *Store) Confirm(ctx context.Context, hotelID, reservationID, paymentRef 
 		if err := authorize(r.GuestID); err != nil {
 			return nil, err
 		}
+		due := payments.Due{Kind: string(berth.KindHotel), PartitionID: hotelID, ReservationID: r.ID,
+			AmountCents: r.TotalPriceCents, Currency: r.Currency}
+		refund := func(reason string) error {
+			return queueEvents(ctx, b, s.region, refundEvent(berth.KindHotel, hotelID, r.ID, r.Version,
+				"reservation", r, pay.Ref, pay.AmountCents, pay.Currency, reason))
+		}
 		switch reservation.OnConfirm(r.Status) {
 		case reservation.ConfirmAlready:
-			return r, nil
+			return r, unappliedPayment(pay, r.PaymentRef, refund)
 		case reservation.ConfirmRefuse:
-			return r, berth.Errorf(berth.CodeInvalidState, "a %s reservation cannot be confirmed", r.Status)
-		case reservation.ConfirmNow:
+			return r, refusedPayment(pay, refund, fmt.Sprintf("a %s reservation cannot be confirmed", r.Status))
+		}
+		if err := pay.Settles(due); err != nil {
+			return r, mismatchedPayment(pay, err, refund)
+		}
+		if reservation.OnConfirm(r.Status) == reservation.ConfirmNow {
 			now, err := dbNow(ctx, tx)
 			if err != nil {
 				return nil, err
 			}
-			r.PaymentRef = paymentRef
+			r.PaymentRef = pay.Ref
 			setStatus(b, &r, reservation.StatusConfirmed, now)
+			queuePaymentAudit(b, s.region, due, pay)
 			return r, queueEvents(ctx, b, s.region, reservationEvent(reservation.EventConfirmed, r))
 		}
 		// The hold lapsed and the sweeper gave the nights back: take them again.
@@ -284,11 +306,11 @@ func (s *Store) Confirm(ctx context.Context, hotelID, reservationID, paymentRef 
 				return nil, err
 			}
 			setStatus(b, &r, reservation.StatusExpired, now)
-			refund := map[string]any{"reservation": r, "payment_ref": paymentRef, "amount_cents": r.TotalPriceCents,
-				"currency": r.Currency, "reason": "hold_expired"}
-			if err := queueEvents(ctx, b, s.region, event{kind: berth.KindHotel, partitionID: hotelID,
-				typ: reservation.EventRefundRequested, aggregateID: r.ID, version: r.Version, data: refund}); err != nil {
-				return nil, err
+			if pay.TookMoney() {
+				if err := queueEvents(ctx, b, s.region, refundEvent(berth.KindHotel, hotelID, r.ID, r.Version,
+					"reservation", r, pay.Ref, r.TotalPriceCents, r.Currency, "hold_expired")); err != nil {
+					return nil, err
+				}
 			}
 			return r, &berth.Error{Code: berth.CodeHoldExpired,
 				Detail: "the hold lapsed and the rooms were sold meanwhile; a refund was requested"}
@@ -296,8 +318,9 @@ func (s *Store) Confirm(ctx context.Context, hotelID, reservationID, paymentRef 
 		if err != nil {
 			return nil, err
 		}
-		r.PaymentRef = paymentRef
+		r.PaymentRef = pay.Ref
 		setStatus(b, &r, reservation.StatusConfirmed, t.now.UTC())
+		queuePaymentAudit(b, s.region, due, pay)
 		return r, queueEvents(ctx, b, s.region, reservationEvent(reservation.EventConfirmed, r))
 	})
 }

@@ -45,7 +45,7 @@ func (s *Store) Region() string { return s.region }
 // rather than a failure that rolls everything back.
 func businessOutcome(err error) bool {
 	switch berth.ErrorCode(err) {
-	case berth.CodeSoldOut, berth.CodeSlotTaken, berth.CodeHoldExpired, berth.CodeInvalidState:
+	case berth.CodeSoldOut, berth.CodeSlotTaken, berth.CodeHoldExpired, berth.CodeInvalidState, berth.CodePaymentRequired:
 		return true
 	}
 	return false
@@ -79,7 +79,7 @@ func (s *Store) writeIn(ctx context.Context, tx pgx.Tx, fence string, kind berth
 	pre := &pgx.Batch{}
 	pre.Queue(fence, string(kind), partitionID)
 	if idem != nil {
-		pre.Queue(claimKeySQL, partitionID, idem.Key, s.region, idem.Hash)
+		pre.Queue(claimSQLOf(idem), partitionID, idem.Key, s.region, idem.Hash)
 	}
 	br := tx.SendBatch(ctx, pre)
 	var home string
@@ -117,7 +117,7 @@ func (s *Store) writeIn(ctx context.Context, tx pgx.Tx, fence string, kind berth
 		if resp, err = renderAnswer(idem, value, err); err != nil {
 			return resp, err
 		}
-		queueStoreResponse(b, partitionID, idem.Key, resp)
+		queueStoreResponse(b, partitionID, idem, resp)
 	}
 	if b.Len() > 0 {
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {

@@ -60,17 +60,21 @@ func (m *mixer) write(ctx context.Context, s *engine.Session, region string) {
 	guest := "mix-" + uuid.NewString()[:12]
 	tok := m.e.Client.Guest(guest)
 	in, out := m.stay()
-	var resID string
+	var resID, intentID, secret string
 	s.Measure("hold", func() string {
 		resp, err := m.e.Client.Do(ctx, client.Request{Region: region, Method: http.MethodPost,
 			Path: "/v1/hotels/" + h.ID + "/reservations", Token: tok, IdemKey: uuid.NewString(),
 			Body: holdBody(guest, pick(h.RoomTypes), in, out, 1)})
 		if err == nil && resp.Status == http.StatusCreated {
 			var res struct {
-				ID string `json:"reservation_id"`
+				ID      string `json:"reservation_id"`
+				Payment struct {
+					IntentID     string `json:"intent_id"`
+					ClientSecret string `json:"client_secret"`
+				} `json:"payment"`
 			}
 			if resp.Decode(&res) == nil {
-				resID = res.ID
+				resID, intentID, secret = res.ID, res.Payment.IntentID, res.Payment.ClientSecret
 				m.ledger.Add(audit.Created{Kind: "hotel", PartitionID: h.ID, ID: res.ID, Status: "held"}, guest)
 			}
 		}
@@ -79,10 +83,18 @@ func (m *mixer) write(ctx context.Context, s *engine.Session, region string) {
 	if resID == "" || rand.Float64() >= m.confirm {
 		return // sold out, failed, or the guest walks away (the hold lapses)
 	}
+	// The guest pays the hold's intent with the development provider (its
+	// pay endpoint, which `make up` turns on, also sends the signed webhook),
+	// then confirms with the intent id: a verified payment.
+	s.Measure("pay", func() string {
+		resp, err := m.e.Client.Do(ctx, client.Request{Region: region, Method: http.MethodPost,
+			Path: "/v1/dev/payments/" + url.PathEscape(intentID) + "/pay", Body: map[string]any{"client_secret": secret}})
+		return client.Outcome(resp, err)
+	})
 	s.Measure("confirm", func() string {
 		resp, err := m.e.Client.Do(ctx, client.Request{Region: region, Method: http.MethodPost,
 			Path:  "/v1/hotels/" + h.ID + "/reservations/" + resID + "/confirm",
-			Token: tok, IdemKey: uuid.NewString(), Body: map[string]any{"payment_ref": "pay-" + resID[:8]}})
+			Token: tok, IdemKey: uuid.NewString(), Body: map[string]any{"payment_ref": intentID}})
 		if err == nil && resp.Status == http.StatusOK {
 			m.ledger.SetStatus("hotel", h.ID, resID, "confirmed")
 		}

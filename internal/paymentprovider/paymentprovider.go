@@ -1,0 +1,111 @@
+// Package paymentprovider chooses the payment provider from the environment
+// and builds it: Stripe (internal/stripepay) in production, or the
+// development provider (postgres.DevPaymentProvider) for `make run` and the
+// tests. Both binaries that talk to the provider (booking: intents and
+// verification; readmodel: refunds) use it, so they never disagree.
+//
+// Environment, validated at start:
+//
+//	BERTH_PAYMENT_PROVIDER          dev (default) or stripe
+//	BERTH_STRIPE_API_KEY            with stripe: a secret (sk_…) or restricted (rk_…) key; required
+//	BERTH_STRIPE_URL                with stripe: another API base URL (stripe-mock); default Stripe's
+//	BERTH_DEV_PAYMENTS              on/off (default off): serve POST /v1/dev/payments/{intent_id}/pay; only with dev
+//	BERTH_DEV_PAYMENTS_WEBHOOK_URL  where that endpoint sends the signed webhook; default this service, in process
+//
+// The default is safe: the development provider without its pay endpoint
+// can create intents but nothing can ever pay them, so no guest confirms
+// without staff; a production deployment sets stripe (deploy/k8s).
+package paymentprovider
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/berthhq/berth/internal/config"
+	"github.com/berthhq/berth/internal/payments"
+	"github.com/berthhq/berth/internal/postgres"
+	"github.com/berthhq/berth/internal/stripepay"
+)
+
+// Provider is everything Berth asks of a payment provider.
+type Provider interface {
+	CreateIntent(ctx context.Context, req payments.IntentRequest) (payments.Intent, error)
+	GetIntent(ctx context.Context, id string) (payments.Intent, error)
+	payments.Provider
+}
+
+var (
+	_ Provider = (*stripepay.Provider)(nil)
+	_ Provider = (*postgres.DevPaymentProvider)(nil)
+)
+
+// Config is the provider's settings.
+type Config struct {
+	Kind          string // dev or stripe
+	StripeAPIKey  string
+	StripeURL     string
+	DevPayments   bool
+	DevWebhookURL string
+}
+
+// Load reads and validates the settings, naming the variable in every error.
+func Load() (Config, error) {
+	var (
+		c    Config
+		errs config.Errors
+		err  error
+	)
+	c.Kind = config.Env("BERTH_PAYMENT_PROVIDER", "dev")
+	c.StripeAPIKey = config.Env("BERTH_STRIPE_API_KEY", "")
+	c.StripeURL = config.Env("BERTH_STRIPE_URL", "")
+	c.DevWebhookURL = config.Env("BERTH_DEV_PAYMENTS_WEBHOOK_URL", "")
+	c.DevPayments, err = onOff("BERTH_DEV_PAYMENTS")
+	errs.Check(err)
+	switch c.Kind {
+	case "dev":
+		if c.StripeAPIKey != "" {
+			errs.Add("BERTH_STRIPE_API_KEY is set but BERTH_PAYMENT_PROVIDER is dev: set BERTH_PAYMENT_PROVIDER=stripe, or unset the key")
+		}
+	case "stripe":
+		if !strings.HasPrefix(c.StripeAPIKey, "sk_") && !strings.HasPrefix(c.StripeAPIKey, "rk_") {
+			errs.Add("BERTH_STRIPE_API_KEY: required with BERTH_PAYMENT_PROVIDER=stripe, a secret (sk_…) or restricted (rk_…) key")
+		}
+		if c.DevPayments {
+			errs.Add("BERTH_DEV_PAYMENTS: the development pay endpoint exists only with BERTH_PAYMENT_PROVIDER=dev")
+		}
+	default:
+		errs.Add("BERTH_PAYMENT_PROVIDER=%q: want dev or stripe", c.Kind)
+	}
+	for name, v := range map[string]string{"BERTH_STRIPE_URL": c.StripeURL, "BERTH_DEV_PAYMENTS_WEBHOOK_URL": c.DevWebhookURL} {
+		if v == "" {
+			continue
+		}
+		if u, err := url.Parse(v); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs.Add("%s=%q: want an http(s) URL", name, v)
+		}
+	}
+	return c, errs.Err()
+}
+
+func onOff(name string) (bool, error) {
+	switch strings.ToLower(config.Env(name, "off")) {
+	case "on", "true", "1":
+		return true, nil
+	case "off", "false", "0":
+		return false, nil
+	}
+	return false, fmt.Errorf("%s=%q: want on or off", name, config.Env(name, ""))
+}
+
+// New builds the configured provider. The development provider keeps its
+// state in db; it is also returned (nil with Stripe) for the pay endpoint.
+func (c Config) New(db *postgres.DB) (Provider, *postgres.DevPaymentProvider, error) {
+	if c.Kind == "stripe" {
+		p, err := stripepay.New(stripepay.Config{APIKey: c.StripeAPIKey, URL: c.StripeURL})
+		return p, nil, err
+	}
+	dev := postgres.NewDevPaymentProvider(db)
+	return dev, dev, nil
+}

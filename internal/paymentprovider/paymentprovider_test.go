@@ -1,0 +1,44 @@
+package paymentprovider
+
+import (
+	"strings"
+	"testing"
+)
+
+// The settings are validated at start and every error names its variable;
+// the defaults are safe (the development provider without its pay endpoint).
+func TestLoad(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want string // "" = valid; else a substring of the error
+	}{
+		{"defaults", nil, ""},
+		{"dev with its pay endpoint", map[string]string{"BERTH_DEV_PAYMENTS": "on", "BERTH_DEV_PAYMENTS_WEBHOOK_URL": "http://127.0.0.1:8080/v1/payments/webhook"}, ""},
+		{"stripe", map[string]string{"BERTH_PAYMENT_PROVIDER": "stripe", "BERTH_STRIPE_API_KEY": "sk_test_x", "BERTH_STRIPE_URL": "http://127.0.0.1:12111"}, ""},
+		{"stripe without a key", map[string]string{"BERTH_PAYMENT_PROVIDER": "stripe"}, "BERTH_STRIPE_API_KEY"},
+		{"stripe with a publishable key", map[string]string{"BERTH_PAYMENT_PROVIDER": "stripe", "BERTH_STRIPE_API_KEY": "pk_live_x"}, "BERTH_STRIPE_API_KEY"},
+		{"stripe with the dev pay endpoint", map[string]string{"BERTH_PAYMENT_PROVIDER": "stripe", "BERTH_STRIPE_API_KEY": "sk_live_x", "BERTH_DEV_PAYMENTS": "on"}, "BERTH_DEV_PAYMENTS"},
+		{"a key without stripe", map[string]string{"BERTH_STRIPE_API_KEY": "sk_live_x"}, "BERTH_STRIPE_API_KEY"},
+		{"unknown provider", map[string]string{"BERTH_PAYMENT_PROVIDER": "paypal"}, "BERTH_PAYMENT_PROVIDER"},
+		{"bad switch", map[string]string{"BERTH_DEV_PAYMENTS": "maybe"}, "BERTH_DEV_PAYMENTS"},
+		{"bad URL", map[string]string{"BERTH_PAYMENT_PROVIDER": "stripe", "BERTH_STRIPE_API_KEY": "sk_test_x", "BERTH_STRIPE_URL": "stripe-mock:12111"}, "BERTH_STRIPE_URL"},
+		{"bad webhook URL", map[string]string{"BERTH_DEV_PAYMENTS_WEBHOOK_URL": "ftp://x"}, "BERTH_DEV_PAYMENTS_WEBHOOK_URL"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, k := range []string{"BERTH_PAYMENT_PROVIDER", "BERTH_STRIPE_API_KEY", "BERTH_STRIPE_URL", "BERTH_DEV_PAYMENTS", "BERTH_DEV_PAYMENTS_WEBHOOK_URL"} {
+				t.Setenv(k, tc.env[k])
+			}
+			c, err := Load()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("got %v, want an error naming %s", err, tc.want)
+			}
+			if tc.name == "defaults" && (c.Kind != "dev" || c.DevPayments) {
+				t.Fatalf("defaults %+v: want dev without the pay endpoint", c)
+			}
+		})
+	}
+}

@@ -1,0 +1,1 @@
+ALTER TABLE payment_confirmations SET LOCALITY REGIONAL BY ROW AS crdb_region;
