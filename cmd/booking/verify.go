@@ -44,6 +44,8 @@ Safe to run against production while traffic flows: it only reads.`,
 		Example: `  booking verify
   booking verify --region eu-west --output json`,
 		Args: cobra.NoArgs,
+		// Right after `make up`, BERTH_DATABASE_URL is in .local/env.
+		PreRunE: cli.LocalEnv,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "text" && output != "json" {
 				return cli.Usage(fmt.Errorf("--output %q: want text or json", output))

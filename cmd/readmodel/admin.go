@@ -30,7 +30,8 @@ func openStore(ctx context.Context) (*postgres.ReadModel, func(), error) {
 }
 
 func newPartnersCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "partners", Short: "Manage partner API keys (X-API-Key)", Args: cobra.NoArgs}
+	cmd := &cobra.Command{Use: "partners", Short: "Manage partner API keys (X-API-Key)", Args: cobra.NoArgs,
+		PersistentPreRunE: cli.LocalEnv}
 	create := &cobra.Command{
 		Use:   "create --name NAME [--quiet]",
 		Short: "Create a partner and print its API key (shown once; only its SHA-256 is stored)",
@@ -153,6 +154,8 @@ func newVerifyCmd() *cobra.Command {
 		Use:   "verify",
 		Short: "Compare the view with the booking tables; list differences, exit 1 when any",
 		Args:  cobra.NoArgs,
+		// Right after `make up`, BERTH_DATABASE_URL is in .local/env.
+		PreRunE: cli.LocalEnv,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return verify(cmd.Context(), cmd.OutOrStdout())
 		},

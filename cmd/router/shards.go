@@ -67,6 +67,8 @@ refused by the old region (421) and re-sent by the routers to the new one.
 Exit codes: 0 done, 1 failed or interrupted, 2 usage error.`,
 		Args: cobra.ArbitraryArgs,
 		RunE: needSubcommand,
+		// Right after `make up`, BERTH_DATABASE_URL is in .local/env.
+		PersistentPreRunE: cli.LocalEnv,
 	}
 	cmd.PersistentFlags().StringP("output", "o", "text", "output format: text or json")
 	cmd.AddCommand(newListCmd(), newMoveCmd(), newDrainCmd(), newBalanceCmd())

@@ -3,7 +3,13 @@
 // answers alike (0 done, 1 failed, 2 bad flags, arguments or settings).
 package cli
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+
+	"github.com/berthhq/berth/internal/localenv"
+	"github.com/spf13/cobra"
+)
 
 // UsageError marks bad flags, arguments or configuration.
 type UsageError struct{ Err error }
@@ -26,4 +32,22 @@ func ExitCode(err error) int {
 		return 2
 	}
 	return 1
+}
+
+// LocalEnv is the pre-run hook of the operators' verbs (booking verify,
+// router shards, readmodel partners and verify): right after `make up` the
+// database URL and the development secrets are in .local/env, so it reads
+// that file when one is found from the working directory up to the
+// repository root (variables already set win; see package localenv) and
+// says so on stderr. In a deployment there is no such file and it does
+// nothing.
+func LocalEnv(cmd *cobra.Command, _ []string) error {
+	path, err := localenv.Load(".")
+	if err != nil {
+		return err
+	}
+	if path != "" {
+		fmt.Fprintln(cmd.ErrOrStderr(), "settings from", path)
+	}
+	return nil
 }
