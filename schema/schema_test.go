@@ -126,3 +126,21 @@ func TestCockroachOverlayCoversEveryPartitionTable(t *testing.T) {
 		t.Error("overlay must make placements GLOBAL")
 	}
 }
+
+// Two branches that each add migration NNNNN land side by side without a
+// textual conflict, and goose then refuses to load either: every version
+// must belong to one file.
+func TestMigrationVersionsAreUnique(t *testing.T) {
+	t.Parallel()
+	seen := map[string]string{}
+	for name := range readAll(t, schema.Migrations, "*.sql") {
+		version, _, _ := strings.Cut(name, "_")
+		if other, dup := seen[version]; dup {
+			t.Errorf("migration version %s is used by %s and %s", version, other, name)
+		}
+		seen[version] = name
+	}
+	if len(seen) < 10 {
+		t.Fatalf("found only %d migrations; has the layout changed?", len(seen))
+	}
+}
