@@ -124,7 +124,9 @@ func (c *common) env(ctx context.Context, cmd *cobra.Command, needHTTP bool) (*s
 		}
 		e.DB = pool
 		closers = append(closers, pool.Close)
-		store, err := postgres.Open(ctx, c.dbURL, postgres.Options{MaxConns: 2})
+		// The store's pool also runs baseline's hold_sql leg (the store's own
+		// hold statements), so it is as large as the loadtest's own pool.
+		store, err := postgres.Open(ctx, c.dbURL, postgres.Options{MaxConns: int32(max(c.dbConns, 2))})
 		if err != nil {
 			return nil, cleanup, fmt.Errorf("connect database: %w", err)
 		}

@@ -2,19 +2,19 @@ package scenario
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"time"
 
+	"github.com/berthhq/berth/internal/postgres"
+	"github.com/berthhq/berth/internal/reservation"
 	"github.com/berthhq/berth/loadtest/internal/audit"
 	"github.com/berthhq/berth/loadtest/internal/client"
 	"github.com/berthhq/berth/loadtest/internal/engine"
 	"github.com/berthhq/berth/loadtest/internal/report"
 	"github.com/berthhq/berth/loadtest/internal/seed"
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 )
 
 // Baseline runs the same hold on spread inventory twice: as raw SQL against
@@ -26,75 +26,21 @@ type Baseline struct {
 	Load                      Load
 }
 
-// takeSQL is the service's conditional take of every night (see
-// internal/postgres/reservations.go), here for one night.
-const takeSQL = `
-WITH locked AS (
-    SELECT night FROM room_inventory
-    WHERE hotel_id = $1 AND room_type_id = $2 AND night >= $3 AND night < $4
-    ORDER BY night FOR UPDATE
-)
-UPDATE room_inventory AS i SET reserved = i.reserved + 1
-FROM locked
-WHERE i.hotel_id = $1 AND i.room_type_id = $2 AND i.night = locked.night AND i.reserved + 1 <= i.sell_limit
-RETURNING i.night`
-
-// sqlHold is one hold as the booking service runs it: fence, key, room
-// type, conditional take, then reservation, outbox row and stored response
-// in one batch; READ COMMITTED.
+// sqlHold is one hold as the booking service runs it, statement for
+// statement: the store's own winning hold (postgres.HoldScript, which
+// TestHoldScriptIsWhatTheStoreRuns ties to Store.Hold) replayed on the
+// store's connection pool, READ COMMITTED. The inventory is seeded so that
+// it never sells out, so any error is an error.
 func sqlHold(ctx context.Context, e *Env, h seed.Hotel, rt string, in time.Time, guest string) (string, error) {
-	resID, key := uuid.NewString(), uuid.NewString()
-	err := pgx.BeginTxFunc(ctx, e.DB, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
-		var home string
-		if err := tx.QueryRow(ctx, `SELECT home_region FROM placements WHERE kind = 'hotel' AND partition_id = $1 FOR SHARE`, h.ID).Scan(&home); err != nil {
-			return fmt.Errorf("fence: %w", err)
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO idempotency_keys (partition_id, idem_key, home_region, request_hash)
-			VALUES ($1, $2, $3, 'baseline') ON CONFLICT DO NOTHING`, h.ID, key, home); err != nil {
-			return fmt.Errorf("key: %w", err)
-		}
-		var price int64
-		var currency string
-		if err := tx.QueryRow(ctx, `SELECT price_cents, currency FROM room_types WHERE hotel_id = $1 AND room_type_id = $2`, h.ID, rt).Scan(&price, &currency); err != nil {
-			return fmt.Errorf("room type: %w", err)
-		}
-		rows, err := tx.Query(ctx, takeSQL, h.ID, rt, in, in.AddDate(0, 0, 1))
-		if err != nil {
-			return fmt.Errorf("take: %w", err)
-		}
-		n := 0
-		for rows.Next() {
-			n++
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("take: %w", err)
-		}
-		if n != 1 {
-			return errSoldOut
-		}
-		// A complete reservation, as the service writes it: the relay and
-		// every consumer read these events like any other.
-		payload, _ := json.Marshal(map[string]any{"reservation_id": resID, "hotel_id": h.ID, "room_type_id": rt,
-			"guest_id": guest, "check_in": in.Format("2006-01-02"), "check_out": in.AddDate(0, 0, 1).Format("2006-01-02"),
-			"quantity": 1, "status": "held", "hold_expires_at": time.Now().Add(10 * time.Minute).UTC(),
-			"total_price_cents": price, "currency": currency, "version": 1})
-		b := &pgx.Batch{}
-		b.Queue(`INSERT INTO reservations (hotel_id, reservation_id, home_region, room_type_id, guest_id, check_in, check_out, quantity,
-			status, hold_expires_at, total_price_cents, currency) VALUES ($1, $2, $3, $4, $5, $6, $7, 1, 'held', now() + INTERVAL '10 minutes', $8, $9)`,
-			h.ID, resID, home, rt, guest, in, in.AddDate(0, 0, 1), price, currency)
-		b.Queue(`INSERT INTO outbox (partition_id, event_id, home_region, kind, event_type, aggregate_id, aggregate_version, payload)
-			VALUES ($1, $2, $3, 'hotel', 'reservation.held', $4, 1, $5)`, h.ID, uuid.NewString(), home, resID, payload)
-		b.Queue(`UPDATE idempotency_keys SET response_status = 201, response_body = $3 WHERE partition_id = $1 AND idem_key = $2`, h.ID, key, payload)
-		return tx.SendBatch(ctx, b).Close()
-	})
-	if err != nil {
+	day := reservation.DateOf(in)
+	req := reservation.HoldRequest{ReservationID: uuid.NewString(), HotelID: h.ID, RoomTypeID: rt, GuestID: guest,
+		Stay: reservation.Stay{CheckIn: day, CheckOut: day.AddDays(1)}, Quantity: 1}
+	sc, v := postgres.HoldScript(req, h.Region, 10*time.Minute, uuid.NewString(), "baseline")
+	if err := e.Store.RunScript(ctx, sc, v); err != nil {
 		return "", err
 	}
-	return resID, nil
+	return req.ReservationID, nil
 }
-
-var errSoldOut = fmt.Errorf("sold_out")
 
 // RunBaseline seeds spread inventory with COPY and measures both paths.
 func (e *Env) RunBaseline(ctx context.Context, o Baseline) (*report.Report, error) {
@@ -143,14 +89,10 @@ func (e *Env) RunBaseline(ctx context.Context, o Baseline) (*report.Report, erro
 	if o.Mode != "http" {
 		run("hold_sql", func(ctx context.Context, h seed.Hotel, rt string, in time.Time, guest string) (string, string) {
 			id, err := sqlHold(ctx, e, h, rt, in, guest)
-			switch {
-			case err == nil:
-				return id, "ok"
-			case err == errSoldOut:
-				return "", "sold_out"
-			default:
+			if err != nil {
 				return "", "sql_error"
 			}
+			return id, "ok"
 		})
 	}
 	if o.Mode == "both" {
