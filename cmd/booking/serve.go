@@ -39,9 +39,12 @@ type serveConfig struct {
 	StatementTimeout time.Duration
 	IdleInTxTimeout  time.Duration
 	SweepInterval    time.Duration
-	MaxConns         int
-	ShutdownTimeout  time.Duration
-	LogFormat        string
+	// NoShowCutoff is the hotels' local time of day, the day after arrival,
+	// after which a guest who has not checked in is marked a no-show.
+	NoShowCutoff    time.Duration
+	MaxConns        int
+	ShutdownTimeout time.Duration
+	LogFormat       string
 	// Payments is the payment provider (internal/paymentprovider).
 	Payments paymentprovider.Config
 	// telemetry adds options to telemetry.Setup (tests: an in-memory
@@ -78,6 +81,8 @@ func loadServeConfig(cmd *cobra.Command) (serveConfig, error) {
 	errs.Check(err)
 	c.SweepInterval, err = config.Duration("BERTH_SWEEP_INTERVAL", 5*time.Second)
 	errs.Check(err)
+	c.NoShowCutoff, err = config.Duration("BERTH_NO_SHOW_CUTOFF", 12*time.Hour)
+	errs.Check(err)
 	c.ShutdownTimeout, err = config.Duration("BERTH_SHUTDOWN_TIMEOUT", 20*time.Second)
 	errs.Check(err)
 	c.MaxConns, err = config.Int("BERTH_DB_MAX_CONNS", 32)
@@ -109,6 +114,9 @@ func loadServeConfig(cmd *cobra.Command) (serveConfig, error) {
 	}
 	if c.IdleInTxTimeout < time.Second {
 		errs.Add("BERTH_IDLE_IN_TX_TIMEOUT: at least 1s")
+	}
+	if c.NoShowCutoff < 0 || c.NoShowCutoff >= 24*time.Hour {
+		errs.Add("BERTH_NO_SHOW_CUTOFF: a time of day, 0s to 23h59m")
 	}
 	if c.SweepInterval < 100*time.Millisecond {
 		errs.Add("BERTH_SWEEP_INTERVAL: at least 100ms")
@@ -144,7 +152,7 @@ sweeper and the rolling inventory job.
 Environment: BERTH_PPROF_ADDR (off; e.g. 127.0.0.1:6060: net/http/pprof on its own listener), BERTH_REGION, BERTH_HTTP_ADDR, BERTH_DATABASE_URL, BERTH_TOKEN_SECRET,
 BERTH_TOKEN_MAX_TTL (24h: the longest token lifetime accepted),
 BERTH_ISOLATION (read_committed|serializable), BERTH_HOLD_TTL (10m),
-BERTH_LOCK_TIMEOUT (2s), BERTH_STATEMENT_TIMEOUT (5s), BERTH_IDLE_IN_TX_TIMEOUT (60s), BERTH_SWEEP_INTERVAL (5s),
+BERTH_LOCK_TIMEOUT (2s), BERTH_STATEMENT_TIMEOUT (5s), BERTH_IDLE_IN_TX_TIMEOUT (60s), BERTH_SWEEP_INTERVAL (5s), BERTH_NO_SHOW_CUTOFF (12h: hotels' local time, the day after arrival),
 BERTH_DB_MAX_CONNS (32), BERTH_SHUTDOWN_TIMEOUT (20s), BERTH_LOG_FORMAT (json|text).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -312,6 +320,9 @@ func startJobs(ctx context.Context, store *postgres.Store, cfg serveConfig, log 
 					return total, err
 				}
 			}
+		}},
+		{"mark-no-shows", time.Minute, func(ctx context.Context) (int, error) {
+			return store.MarkNoShows(ctx, time.Now(), postgres.NoShowOptions{Cutoff: cfg.NoShowCutoff})
 		}},
 		{"load-nights", time.Hour, func(ctx context.Context) (int, error) {
 			return store.LoadDefaultNights(ctx, reservation.DateOf(time.Now().UTC()))

@@ -25,12 +25,15 @@ const (
 	CodeHoldExpired            Code = "hold_expired"
 	CodeInvalidState           Code = "invalid_state"
 	CodePaymentRequired        Code = "payment_required"
-	CodeIdempotencyInProgress  Code = "idempotency_in_progress"
-	CodeMisdirected            Code = "misdirected"
-	CodeIdempotencyKeyReused   Code = "idempotency_key_reused"
-	CodeWaitingRoom            Code = "waiting_room"
-	CodeRateLimited            Code = "rate_limited"
-	CodeUnavailable            Code = "unavailable"
+	// CodeNoRoomFree: check-in found no room of the booked type free (and in
+	// order) for every night of the stay — the desk walks the guest.
+	CodeNoRoomFree            Code = "no_room_free"
+	CodeIdempotencyInProgress Code = "idempotency_in_progress"
+	CodeMisdirected           Code = "misdirected"
+	CodeIdempotencyKeyReused  Code = "idempotency_key_reused"
+	CodeWaitingRoom           Code = "waiting_room"
+	CodeRateLimited           Code = "rate_limited"
+	CodeUnavailable           Code = "unavailable"
 	// CodeInternal is never sent with details; unknown errors become it.
 	CodeInternal Code = "internal"
 )

@@ -46,7 +46,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 		cfg.Placements = postgres.NewPlacements(st.DB())
 	}})
 	ce := &clinicEnv{Env: env, Clinics: clinics}
-	h := env.SeedHotel("", 1000, 0, bookingtest.Date(1), bookingtest.Date(60))
+	h := env.SeedHotel("", 1000, 0, bookingtest.Date(0), bookingtest.Date(60))
 	clinicID := ce.seedClinic("Europe/Berlin")
 	doctorID := ce.seedDoctor(clinicID, 10, true, allWeek("06:00", "22:00"))
 	ce.materialize(clinicID, bookingtest.Date(2), bookingtest.Date(4))
@@ -77,6 +77,8 @@ func TestAuthorizationMatrix(t *testing.T) {
 	holdBody := func(guest string) map[string]any {
 		return map[string]any{"guest_id": guest, "room_type_id": h.RoomTypeID, "check_in": bookingtest.Date(10), "check_out": bookingtest.Date(11), "quantity": 1}
 	}
+	room := env.SeedRooms(h, "m", 1)[0]
+	var roomNumbers atomic.Int64
 	// aliceReservation makes a reservation of alice's, held by admin.
 	aliceReservation := func(t *testing.T) string {
 		r := env.Do(bookingtest.Request{Method: "POST", Path: "/v1/hotels/" + h.ID + "/reservations", Token: admin,
@@ -85,6 +87,22 @@ func TestAuthorizationMatrix(t *testing.T) {
 			t.Fatalf("seed reservation: %d %s", r.Status, r.Body)
 		}
 		return r.JSON()["reservation_id"].(string)
+	}
+	// arrivingToday makes a confirmed stay of alice's beginning today, with
+	// a room of its own to check into.
+	arrivingToday := func(t *testing.T) string {
+		env.SeedRooms(h, fmt.Sprintf("a%d-", roomNumbers.Add(1)), 1)
+		r := env.Do(bookingtest.Request{Method: "POST", Path: "/v1/hotels/" + h.ID + "/reservations", Token: admin, IdemKey: bookingtest.NewKey(),
+			Body: map[string]any{"guest_id": "alice", "room_type_id": h.RoomTypeID, "check_in": bookingtest.Date(0), "check_out": bookingtest.Date(2), "quantity": 1}})
+		if r.Status != http.StatusCreated {
+			t.Fatalf("seed stay: %d %s", r.Status, r.Body)
+		}
+		id := r.JSON()["reservation_id"].(string)
+		if r := env.Do(bookingtest.Request{Method: "POST", Path: "/v1/hotels/" + h.ID + "/reservations/" + id + "/confirm", Token: admin,
+			IdemKey: bookingtest.NewKey(), Body: map[string]any{"payment_ref": "p"}}); r.Status != http.StatusOK {
+			t.Fatalf("seed confirm: %d %s", r.Status, r.Body)
+		}
+		return id
 	}
 	aliceAppointment := func(t *testing.T) string {
 		r := env.Do(bookingtest.Request{Method: "POST", Path: "/v1/clinics/" + clinicID + "/appointments", Token: admin,
@@ -117,8 +135,6 @@ func TestAuthorizationMatrix(t *testing.T) {
 	}
 	hotelPath := "/v1/hotels/" + h.ID
 	clinicPath := "/v1/clinics/" + clinicID
-	room := env.SeedRooms(h, "m", 1)[0]
-	var roomNumbers atomic.Int64
 	cases := []matrixCase{
 		{"create hotel", "admin", func(*testing.T) bookingtest.Request {
 			return bookingtest.Request{Method: "POST", Path: "/v1/hotels", Body: map[string]any{"name": "H", "city": "C", "country": "DE", "timezone": "Europe/Berlin", "home_region": "us-east"}}
@@ -157,6 +173,19 @@ func TestAuthorizationMatrix(t *testing.T) {
 		}, 200},
 		{"room back in order", "admin", func(*testing.T) bookingtest.Request {
 			return bookingtest.Request{Method: "DELETE", Path: hotelPath + "/rooms/" + room + "/out-of-order?from=" + bookingtest.Date(40) + "&to=" + bookingtest.Date(42)}
+		}, 200},
+		{"arrivals", "admin", func(*testing.T) bookingtest.Request {
+			return bookingtest.Request{Method: "GET", Path: hotelPath + "/arrivals?date=" + bookingtest.Date(1)}
+		}, 200},
+		{"check in", "admin", func(t *testing.T) bookingtest.Request {
+			return bookingtest.Request{Method: "POST", Path: hotelPath + "/reservations/" + arrivingToday(t) + "/check-in", IdemKey: bookingtest.NewKey()}
+		}, 200},
+		{"check out", "admin", func(t *testing.T) bookingtest.Request {
+			id := arrivingToday(t)
+			if r := env.Do(bookingtest.Request{Method: "POST", Path: hotelPath + "/reservations/" + id + "/check-in", Token: admin, IdemKey: bookingtest.NewKey()}); r.Status != http.StatusOK {
+				t.Fatalf("seed check-in: %d %s", r.Status, r.Body)
+			}
+			return bookingtest.Request{Method: "POST", Path: hotelPath + "/reservations/" + id + "/check-out", IdemKey: bookingtest.NewKey()}
 		}, 200},
 		{"create clinic", "admin", func(*testing.T) bookingtest.Request {
 			return bookingtest.Request{Method: "POST", Path: "/v1/clinics", Body: map[string]any{"name": "C", "timezone": "Europe/Berlin", "home_region": "us-east"}}

@@ -27,6 +27,7 @@ var statusOf = map[berth.Code]int{
 	berth.CodeHoldExpired:            http.StatusConflict,
 	berth.CodeInvalidState:           http.StatusConflict,
 	berth.CodePaymentRequired:        http.StatusPaymentRequired,
+	berth.CodeNoRoomFree:             http.StatusConflict,
 	berth.CodeIdempotencyInProgress:  http.StatusConflict,
 	berth.CodeMisdirected:            http.StatusMisdirectedRequest,
 	berth.CodeIdempotencyKeyReused:   http.StatusUnprocessableEntity,

@@ -17,6 +17,9 @@ type StayStore interface {
 	CreateRoom(ctx context.Context, rm reservation.Room) (reservation.Room, error)
 	ListRooms(ctx context.Context, hotelID, roomTypeID string) ([]reservation.Room, error)
 	SetOutOfOrder(ctx context.Context, hotelID, roomID string, from, to reservation.Date, reason string, out bool) (reservation.Room, error)
+	CheckIn(ctx context.Context, hotelID, reservationID string, roomIDs []string, idem *berth.Idem) (berth.Response, error)
+	CheckOut(ctx context.Context, hotelID, reservationID string, idem *berth.Idem) (berth.Response, error)
+	Arrivals(ctx context.Context, hotelID string, day reservation.Date) ([]reservation.Reservation, error)
 }
 
 // The front desk of a hotel is an admin's (API.md): the contract gives hotel
@@ -26,6 +29,9 @@ func (s *Server) roomRoutes() {
 	s.mux.HandleFunc("GET /v1/hotels/{hotel_id}/rooms", s.handle(s.listRooms))
 	s.mux.HandleFunc("POST /v1/hotels/{hotel_id}/rooms/{room_id}/out-of-order", s.handle(s.outOfOrder))
 	s.mux.HandleFunc("DELETE /v1/hotels/{hotel_id}/rooms/{room_id}/out-of-order", s.handle(s.backInOrder))
+	s.mux.HandleFunc("GET /v1/hotels/{hotel_id}/arrivals", s.handle(s.arrivals))
+	s.mux.HandleFunc("POST /v1/hotels/{hotel_id}/reservations/{reservation_id}/check-in", s.handle(s.checkIn))
+	s.mux.HandleFunc("POST /v1/hotels/{hotel_id}/reservations/{reservation_id}/check-out", s.handle(s.checkOut))
 }
 
 // invalidateHotel drops the hotel's cached reads after a write that changed

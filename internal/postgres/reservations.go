@@ -193,17 +193,23 @@ func reservationEvent(typ string, r reservation.Reservation) event {
 
 const reservationColumns = `reservation_id::TEXT, hotel_id::TEXT, room_type_id::TEXT, guest_id, check_in, check_out, quantity,
 	status, hold_expires_at, total_price_cents, currency, COALESCE(payment_ref, ''), COALESCE(contact_email, ''),
-	COALESCE(contact_phone, ''), version, created_at, updated_at`
+	COALESCE(contact_phone, ''), version, created_at, updated_at, released_from`
 
 func scanReservation(row pgx.Row) (reservation.Reservation, error) {
 	var (
-		r      reservation.Reservation
-		ci, co time.Time
-		qty    int32
-		status string
+		r        reservation.Reservation
+		ci, co   time.Time
+		qty      int32
+		status   string
+		released *time.Time
 	)
 	err := row.Scan(&r.ID, &r.HotelID, &r.RoomTypeID, &r.GuestID, &ci, &co, &qty, &status, &r.HoldExpiresAt,
-		&r.TotalPriceCents, &r.Currency, &r.PaymentRef, &r.ContactEmail, &r.ContactPhone, &r.Version, &r.CreatedAt, &r.UpdatedAt)
+		&r.TotalPriceCents, &r.Currency, &r.PaymentRef, &r.ContactEmail, &r.ContactPhone, &r.Version, &r.CreatedAt, &r.UpdatedAt,
+		&released)
+	if released != nil {
+		d := reservation.DateOf(*released)
+		r.ReleasedFrom = &d
+	}
 	r.CheckIn, r.CheckOut, r.Quantity, r.Status = reservation.DateOf(ci), reservation.DateOf(co), int(qty), reservation.Status(status)
 	r.HoldExpiresAt, r.CreatedAt, r.UpdatedAt = r.HoldExpiresAt.UTC(), r.CreatedAt.UTC(), r.UpdatedAt.UTC()
 	return r, err
@@ -216,7 +222,10 @@ func (s *Store) GetReservation(ctx context.Context, hotelID, reservationID strin
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, berth.Errorf(berth.CodeNotFound, "reservation %s not found", reservationID)
 	}
-	return r, classify(err)
+	if err != nil {
+		return r, classify(err)
+	}
+	return r, s.addRooms(ctx, s.db.pool, []*reservation.Reservation{&r})
 }
 
 func lockReservation(ctx context.Context, tx pgx.Tx, hotelID, reservationID string) (reservation.Reservation, error) {

@@ -45,7 +45,7 @@ func (s *Store) Region() string { return s.region }
 // rather than a failure that rolls everything back.
 func businessOutcome(err error) bool {
 	switch berth.ErrorCode(err) {
-	case berth.CodeSoldOut, berth.CodeSlotTaken, berth.CodeHoldExpired, berth.CodeInvalidState, berth.CodePaymentRequired:
+	case berth.CodeSoldOut, berth.CodeSlotTaken, berth.CodeHoldExpired, berth.CodeInvalidState, berth.CodePaymentRequired, berth.CodeNoRoomFree:
 		return true
 	}
 	return false

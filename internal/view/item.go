@@ -34,11 +34,15 @@ type mapper func(data json.RawMessage) (Item, error)
 // mappers maps event types to their projection; types not listed (e.g.
 // placement.moved) do not touch the view.
 var mappers = map[string]mapper{
-	"hotel/reservation.held":       hotelReservation,
-	"hotel/reservation.confirmed":  hotelReservation,
-	"hotel/reservation.cancelled":  hotelReservation,
-	"hotel/reservation.expired":    hotelReservation,
-	"hotel/refund_requested":       nested("reservation", hotelReservation),
+	"hotel/reservation.held":        hotelReservation,
+	"hotel/reservation.confirmed":   hotelReservation,
+	"hotel/reservation.cancelled":   hotelReservation,
+	"hotel/reservation.expired":     hotelReservation,
+	"hotel/refund_requested":        nested("reservation", hotelReservation),
+	"hotel/reservation.checked_in":  hotelReservation,
+	"hotel/reservation.checked_out": hotelReservation,
+	// A no-show carries the reservation beside the first night's charge.
+	"hotel/reservation.no_show":    nested("reservation", hotelReservation),
 	"clinic/appointment.held":      clinicAppointment,
 	"clinic/appointment.confirmed": clinicAppointment,
 	"clinic/appointment.cancelled": clinicAppointment,

@@ -1,0 +1,115 @@
+package httpapi
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/berthhq/berth/internal/berth"
+	"github.com/berthhq/berth/internal/reservation"
+)
+
+// The front desk of a hotel: arrivals, check-in, check-out (role admin,
+// as for the hotel's rooms: rooms.go).
+
+func (s *Server) arrivals(w http.ResponseWriter, r *http.Request) error {
+	hotelID, err := PathID(r, "hotel_id", "hotel")
+	if err != nil {
+		return err
+	}
+	if _, err := s.requireRole(r, berth.RoleAdmin); err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	var f Fields
+	for k := range q {
+		if k != "date" {
+			f.Add(k, "unknown query parameter")
+		}
+	}
+	day, errDay := reservation.ParseDate(q.Get("date"))
+	if errDay != nil {
+		f.Add("date", errDay.Error())
+	}
+	if err := f.Err(); err != nil {
+		return err
+	}
+	list, err := s.cfg.Stays.Arrivals(r.Context(), hotelID, day)
+	if err != nil {
+		return err
+	}
+	WriteJSON(w, http.StatusOK, map[string]any{"hotel_id": hotelID, "date": day, "arrivals": list})
+	return nil
+}
+
+type checkInRequest struct {
+	RoomIDs []string `json:"room_ids"`
+}
+
+// deskPath reads the hotel and reservation of a desk action by an admin,
+// and its Idempotency-Key.
+func deskPath(s *Server, r *http.Request) (hotelID, resID, key string, p berth.Principal, err error) {
+	if hotelID, err = PathID(r, "hotel_id", "hotel"); err != nil {
+		return
+	}
+	if resID, err = PathID(r, "reservation_id", "reservation"); err != nil {
+		return
+	}
+	if p, err = s.requireRole(r, berth.RoleAdmin); err != nil {
+		return
+	}
+	key, err = IdempotencyKey(r)
+	return
+}
+
+func (s *Server) checkIn(w http.ResponseWriter, r *http.Request) error {
+	hotelID, resID, key, p, err := deskPath(s, r)
+	if err != nil {
+		return err
+	}
+	var req checkInRequest
+	if err := decodeOptional(w, r, &req); err != nil {
+		return err
+	}
+	var f Fields
+	if len(req.RoomIDs) > reservation.MaxQuantity {
+		f.Add("room_ids", "at most 50")
+	}
+	seen := map[string]bool{}
+	for i, id := range req.RoomIDs {
+		id = strings.ToLower(id)
+		if !ValidID(id) || seen[id] {
+			f.Add("room_ids", "want distinct room ids")
+			break
+		}
+		seen[id], req.RoomIDs[i] = true, id
+	}
+	if err := f.Err(); err != nil {
+		return err
+	}
+	idem := &berth.Idem{Key: key, Hash: RequestHash("check-in:"+resID, p.Subject, req), Render: render(http.StatusOK)}
+	resp, err := s.cfg.Stays.CheckIn(r.Context(), hotelID, resID, req.RoomIDs, idem)
+	if err != nil {
+		return err
+	}
+	writeResponse(w, resp)
+	return nil
+}
+
+func (s *Server) checkOut(w http.ResponseWriter, r *http.Request) error {
+	hotelID, resID, key, p, err := deskPath(s, r)
+	if err != nil {
+		return err
+	}
+	if err := decodeOptional(w, r, &struct{}{}); err != nil {
+		return err
+	}
+	idem := &berth.Idem{Key: key, Hash: RequestHash("check-out:"+resID, p.Subject, nil), Render: render(http.StatusOK)}
+	resp, err := s.cfg.Stays.CheckOut(r.Context(), hotelID, resID, idem)
+	if err != nil {
+		return err
+	}
+	// An early departure gave nights back.
+	s.invalidateHotel(r.Context(), hotelID)
+	writeResponse(w, resp)
+	return nil
+}
