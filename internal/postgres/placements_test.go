@@ -43,6 +43,13 @@ func TestMovePlacementRehomesEveryRow(t *testing.T) {
 	if r.Status != http.StatusCreated {
 		t.Fatalf("hold: %d %s", r.Status, r.Body)
 	}
+	// Rooms and their nights move with the hotel too.
+	rooms := env.SeedRooms(h, "1", 2)
+	r = env.Do(bookingtest.Request{Method: "POST", Path: "/v1/hotels/" + h.ID + "/rooms/" + rooms[0] + "/out-of-order", Token: env.Admin(),
+		Body: map[string]any{"from": bookingtest.Date(3), "to": bookingtest.Date(5), "reason": "paint"}})
+	if r.Status != http.StatusOK {
+		t.Fatalf("out of order: %d %s", r.Status, r.Body)
+	}
 	store := postgres.NewPlacements(env.DB)
 
 	res, err := store.MovePlacement(ctx, berth.KindHotel, h.ID, "eu-west")
@@ -58,6 +65,9 @@ func TestMovePlacementRehomesEveryRow(t *testing.T) {
 		`SELECT count(*) FROM room_types WHERE hotel_id = $1 AND home_region <> 'eu-west'`,
 		`SELECT count(*) FROM room_inventory WHERE hotel_id = $1 AND home_region <> 'eu-west'`,
 		`SELECT count(*) FROM reservations WHERE hotel_id = $1 AND home_region <> 'eu-west'`,
+		`SELECT count(*) FROM rooms WHERE hotel_id = $1 AND home_region <> 'eu-west'`,
+		`SELECT count(*) FROM room_nights WHERE hotel_id = $1 AND home_region <> 'eu-west'`,
+		`SELECT 2 - count(*) FROM room_nights WHERE hotel_id = $1`,
 		`SELECT count(*) FROM idempotency_keys WHERE partition_id = $1 AND home_region <> 'eu-west'`,
 		`SELECT count(*) FROM outbox WHERE partition_id = $1 AND home_region <> 'eu-west'`,
 	} {

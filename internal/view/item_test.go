@@ -2,6 +2,7 @@ package view
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,6 +24,13 @@ func TestFromEvent(t *testing.T) {
 			Status: "confirmed", Start: "2027-04-10", End: "2027-04-13", Title: "Hotel stay: 3 nights, 2 rooms", Version: 2}},
 		{"refund wraps the reservation", "hotel", "refund_requested", `{"reservation":` + hotel + `,"payment_ref":"p","amount_cents":100}`, true, false,
 			Item{Kind: "hotel", PartitionID: "h1", ID: "r1", GuestID: "g1", Status: "confirmed", Start: "2027-04-10", End: "2027-04-13", Title: "Hotel stay: 3 nights, 2 rooms", Version: 2}},
+		{"hotel checked in", "hotel", "reservation.checked_in", strings.Replace(hotel, `"confirmed"`, `"checked_in"`, 1), true, false,
+			Item{Kind: "hotel", PartitionID: "h1", ID: "r1", GuestID: "g1", Status: "checked_in", Start: "2027-04-10", End: "2027-04-13", Title: "Hotel stay: 3 nights, 2 rooms", Version: 2}},
+		{"hotel checked out", "hotel", "reservation.checked_out", strings.Replace(hotel, `"confirmed"`, `"checked_out"`, 1), true, false,
+			Item{Kind: "hotel", PartitionID: "h1", ID: "r1", GuestID: "g1", Status: "checked_out", Start: "2027-04-10", End: "2027-04-13", Title: "Hotel stay: 3 nights, 2 rooms", Version: 2}},
+		{"no-show wraps the reservation beside the charge", "hotel", "reservation.no_show",
+			`{"reservation":` + strings.Replace(hotel, `"confirmed"`, `"no_show"`, 1) + `,"amount_cents":100,"currency":"EUR","reason":"no_show"}`, true, false,
+			Item{Kind: "hotel", PartitionID: "h1", ID: "r1", GuestID: "g1", Status: "no_show", Start: "2027-04-10", End: "2027-04-13", Title: "Hotel stay: 3 nights, 2 rooms", Version: 2}},
 		{"clinic held, times in UTC", "clinic", "appointment.held", clinic, true, false, Item{Kind: "clinic", PartitionID: "c1", ID: "a1", GuestID: "g1",
 			Status: "held", Start: "2027-04-10T06:00:00Z", End: "2027-04-10T06:30:00Z", Title: "Clinic appointment: 30 min", Version: 1}},
 		{"ignored type", "hotel", "placement.moved", `{}`, false, false, Item{}},
