@@ -158,11 +158,14 @@ type Appointment struct {
 	PaymentRef    string     `json:"payment_ref,omitempty"`
 	// PriceCents and Currency are what the appointment's payment must match
 	// (copied from the doctor when a prepaid appointment is held).
-	PriceCents *int64    `json:"price_cents,omitempty"`
-	Currency   string    `json:"currency,omitempty"`
-	Version    int64     `json:"version"`
-	CreatedAt  time.Time `json:"created_at"`
-	UpdatedAt  time.Time `json:"updated_at"`
+	PriceCents *int64 `json:"price_cents,omitempty"`
+	Currency   string `json:"currency,omitempty"`
+	// ContactEmail and ContactPhone are where notifications go.
+	ContactEmail string    `json:"contact_email,omitempty"`
+	ContactPhone string    `json:"contact_phone,omitempty"`
+	Version      int64     `json:"version"`
+	CreatedAt    time.Time `json:"created_at"`
+	UpdatedAt    time.Time `json:"updated_at"`
 }
 
 // AuditEvent is one slot transition.
@@ -188,6 +191,8 @@ type HoldRequest struct {
 	WindowEnd     time.Time
 	Channel       Channel
 	Actor         Actor
+	ContactEmail  string
+	ContactPhone  string
 }
 
 // ByWindow reports whether the request names a window rather than a slot.

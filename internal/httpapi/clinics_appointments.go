@@ -19,6 +19,9 @@ type holdAppointmentRequest struct {
 	WindowStart string `json:"window_start,omitempty"`
 	WindowEnd   string `json:"window_end,omitempty"`
 	Channel     string `json:"channel,omitempty"`
+	// Where notifications go; optional, as for hotel reservations.
+	ContactEmail string `json:"contact_email,omitempty"`
+	ContactPhone string `json:"contact_phone,omitempty"`
 }
 
 // parseInstant reads an RFC 3339 instant.
@@ -94,8 +97,9 @@ func (s *Server) holdAppointment(w http.ResponseWriter, r *http.Request) error {
 	var f Fields
 	hr := appointment.HoldRequest{
 		AppointmentID: uuid.NewString(), ClinicID: clinicID, Actor: actorOf(p),
-		GuestID: text(&f, "guest_id", req.GuestID, 128),
+		GuestID: text(&f, "guest_id", req.GuestID, 128), ContactEmail: req.ContactEmail, ContactPhone: req.ContactPhone,
 	}
+	contactFields(&f, req.ContactEmail, req.ContactPhone)
 	ch, err := holdChannel(&f, p, req.Channel)
 	if err != nil {
 		return err

@@ -241,6 +241,17 @@ func (s *Server) setInventory(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// contactFields checks the optional contact fields of a hold, alike for
+// reservations and appointments.
+func contactFields(f *Fields, email, phone string) {
+	if len(email) > 254 || (email != "" && !strings.Contains(email, "@")) {
+		f.Add("contact_email", "want an e-mail address")
+	}
+	if len(phone) > 32 {
+		f.Add("contact_phone", "too long")
+	}
+}
+
 // parseStay reads check_in/check_out from a query or body and validates them.
 func (s *Server) parseStay(f *Fields, checkIn, checkOut string) reservation.Stay {
 	in, errIn := reservation.ParseDate(checkIn)
@@ -353,12 +364,7 @@ func (s *Server) hold(w http.ResponseWriter, r *http.Request) error {
 	if req.Quantity < 1 || req.Quantity > reservation.MaxQuantity {
 		f.Add("quantity", "want 1 to 50")
 	}
-	if len(req.ContactEmail) > 254 || (req.ContactEmail != "" && !strings.Contains(req.ContactEmail, "@")) {
-		f.Add("contact_email", "want an e-mail address")
-	}
-	if len(req.ContactPhone) > 32 {
-		f.Add("contact_phone", "too long")
-	}
+	contactFields(&f, req.ContactEmail, req.ContactPhone)
 	if err := f.Err(); err != nil {
 		return err
 	}
