@@ -117,3 +117,23 @@ func DecideConfirm(f ConfirmFacts) ConfirmStep {
 		return ConfirmTakeAgain
 	}
 }
+
+// DayTaken refuses an appointment that would give a guest a second one with
+// the same doctor on one clinic-local day.
+type DayTaken struct{ Day Date }
+
+func (e DayTaken) Error() string {
+	return "the guest already has an appointment with this doctor on " + e.Day.String() + "; one per doctor per day"
+}
+
+// OnePerDoctorPerDay decides whether the guest may claim a slot of a doctor
+// on day (a new hold, or a reschedule onto another day): not when another of
+// their appointments with that doctor on that day still Counts. The store
+// counts those under the guest-day lock (countsSQL, tied to Counts by a
+// test) and executes this verdict.
+func OnePerDoctorPerDay(day Date, anotherCounts bool) error {
+	if anotherCounts {
+		return DayTaken{Day: day}
+	}
+	return nil
+}

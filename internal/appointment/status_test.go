@@ -1,7 +1,10 @@
 package appointment
 
 import (
+	"errors"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/berthhq/berth/internal/reservation"
 )
@@ -94,5 +97,21 @@ func TestAppointmentCancelOnPaymentFailure(t *testing.T) {
 		if got := CancelOnPaymentFailure(s); got != want {
 			t.Errorf("CancelOnPaymentFailure(%s) = %v, want %v", s, got, want)
 		}
+	}
+}
+
+func TestOnePerDoctorPerDay(t *testing.T) {
+	t.Parallel()
+	day := DateOf(time.Date(2027, 3, 14, 0, 0, 0, 0, time.UTC))
+	if err := OnePerDoctorPerDay(day, false); err != nil {
+		t.Errorf("no other appointment that day: %v, want nil", err)
+	}
+	err := OnePerDoctorPerDay(day, true)
+	var taken DayTaken
+	if !errors.As(err, &taken) || taken.Day != day {
+		t.Fatalf("another appointment counts that day: %v, want DayTaken{%s}", err, day)
+	}
+	if !strings.Contains(err.Error(), "2027-03-14") {
+		t.Errorf("the refusal %q does not name the day", err)
 	}
 }

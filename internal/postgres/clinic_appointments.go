@@ -87,10 +87,14 @@ func liveElsewhere(ctx context.Context, tx pgx.Tx, clinicID, doctorID, guestID s
 	return n > 0, nil
 }
 
-func oneADayError(day time.Time) error {
-	return &berth.Error{Code: berth.CodeInvalidState,
-		Detail: fmt.Sprintf("the guest already has an appointment with this doctor on %s; one per doctor per day", appointment.DateOf(day)),
-		Extra:  map[string]any{"reason": "one_per_doctor_per_day"}}
+// onePerDay executes appointment.OnePerDoctorPerDay: its refusal is a 409
+// invalid_state that says why.
+func onePerDay(day time.Time, anotherCounts bool) error {
+	if err := appointment.OnePerDoctorPerDay(appointment.DateOf(day), anotherCounts); err != nil {
+		return &berth.Error{Code: berth.CodeInvalidState, Detail: err.Error(),
+			Extra: map[string]any{"reason": "one_per_doctor_per_day"}}
+	}
+	return nil
 }
 
 // expireAppointment marks a held appointment whose slot someone else is
@@ -138,8 +142,8 @@ func (c *ClinicStore) Hold(ctx context.Context, req appointment.HoldRequest, ide
 			if err != nil {
 				return nil, err
 			}
-			if busy {
-				return nil, oneADayError(h.localDate)
+			if err := onePerDay(h.localDate, busy); err != nil {
+				return nil, err
 			}
 		} else {
 			err := tx.QueryRow(ctx, `SELECT prepay_required, price_cents, COALESCE(currency, '') FROM doctors
@@ -536,8 +540,8 @@ func (c *ClinicStore) Reschedule(ctx context.Context, clinicID, apptID, newSlotI
 			if err != nil {
 				return nil, err
 			}
-			if busy {
-				return a, oneADayError(newDay)
+			if err := onePerDay(newDay, busy); err != nil {
+				return a, err
 			}
 		}
 		t, ok, err := takeSlot(ctx, tx, clinicID, newSlotID, a.Status.SlotStatus(), a.GuestID, a.ID, 0, a.HoldExpiresAt)
