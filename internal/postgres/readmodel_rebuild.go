@@ -42,19 +42,20 @@ var viewSources = []viewSource{
 	},
 	{
 		kind: "clinic", table: "appointments",
-		query: `SELECT clinic_id::TEXT, appointment_id::TEXT, guest_id, status, starts_at, ends_at, version, updated_at
+		query: `SELECT clinic_id::TEXT, appointment_id::TEXT, guest_id, status, starts_at, ends_at,
+			COALESCE(contact_email, ''), COALESCE(contact_phone, ''), version, updated_at
 			FROM appointments WHERE (clinic_id, appointment_id) > ($1::UUID, $2::UUID)
 			ORDER BY clinic_id, appointment_id LIMIT $3`,
 		scan: func(rows pgx.Rows) (view.Item, error) {
 			var (
-				pid, id, guest, status string
-				starts, ends, updated  time.Time
-				version                int64
+				pid, id, guest, status, email, phone string
+				starts, ends, updated                time.Time
+				version                              int64
 			)
-			if err := rows.Scan(&pid, &id, &guest, &status, &starts, &ends, &version, &updated); err != nil {
+			if err := rows.Scan(&pid, &id, &guest, &status, &starts, &ends, &email, &phone, &version, &updated); err != nil {
 				return view.Item{}, err
 			}
-			return view.ClinicItem(pid, id, guest, status, starts, ends, "", "", version, updated), nil
+			return view.ClinicItem(pid, id, guest, status, starts, ends, email, phone, version, updated), nil
 		},
 	},
 }
