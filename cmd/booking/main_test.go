@@ -89,7 +89,8 @@ func startServiceWith(t *testing.T, opts serviceOptions) *service {
 		// behind a row lock on purpose.
 		LockTimeout: time.Minute, StatementTimeout: time.Minute,
 		SweepInterval: time.Second, MaxConns: 32, ShutdownTimeout: time.Minute, LogFormat: "json",
-		telemetry: []telemetry.Option{telemetry.WithSyncSpanExporter(spans), telemetry.WithoutGlobals()},
+		GuestLimits: berth.DefaultGuestLimits,
+		telemetry:   []telemetry.Option{telemetry.WithSyncSpanExporter(spans), telemetry.WithoutGlobals()},
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &service{spans: spans, logs: &syncBuffer{}, stop: cancel, exited: make(chan error, 1)}
@@ -459,7 +460,7 @@ func TestConfigNamesTheVariable(t *testing.T) {
 		"BERTH_REGION": "us-east", "BERTH_DATABASE_URL": "postgres://x/y", "BERTH_TOKEN_SECRET": bookingtest.Secret,
 		"BERTH_SHUTDOWN_TIMEOUT": "10ms", "BERTH_HTTP_ADDR": "8080",
 		"OTEL_EXPORTER_OTLP_ENDPOINT": "collector:4318", "OTEL_TRACES_SAMPLER": "sometimes",
-		"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+		"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "BERTH_GUEST_MAX_HOLDS": "0", "BERTH_GUEST_MAX_QUANTITY": "many",
 	} {
 		t.Setenv(v, val)
 	}
@@ -470,7 +471,8 @@ func TestConfigNamesTheVariable(t *testing.T) {
 	if cli.ExitCode(err) != 2 {
 		t.Errorf("exit code %d, want 2", cli.ExitCode(err))
 	}
-	for _, want := range []string{"BERTH_SHUTDOWN_TIMEOUT", "BERTH_HTTP_ADDR", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_TRACES_SAMPLER", "OTEL_EXPORTER_OTLP_PROTOCOL"} {
+	for _, want := range []string{"BERTH_SHUTDOWN_TIMEOUT", "BERTH_HTTP_ADDR", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_TRACES_SAMPLER",
+		"OTEL_EXPORTER_OTLP_PROTOCOL", "BERTH_GUEST_MAX_HOLDS", "BERTH_GUEST_MAX_QUANTITY"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not name %s:\n%v", want, err)
 		}

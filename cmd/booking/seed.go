@@ -254,7 +254,11 @@ Try it (source .local/env first):
     -H "Authorization: Bearer $BERTH_GUEST_TOKEN" -H "Idempotency-Key: $(cat /proc/sys/kernel/random/uuid)" \
     -H 'Content-Type: application/json' -d "{\"payment_ref\":\"$(jq -r .payment.intent_id .local/hold.json)\"}" | jq
 
-  # every booking of guest-demo across all regions, as a partner sees it
+  # every booking of guest-demo across all regions, as the guest sees it
+  curl -s %[1]s/v1/guests/guest-demo/reservations -H "Authorization: Bearer $BERTH_GUEST_TOKEN" | jq
+
+  # ... and as a partner, once guest-demo granted it (PARTNER_ID from: readmodel partners list)
+  curl -s -X PUT %[1]s/v1/guests/guest-demo/partners/PARTNER_ID -H "Authorization: Bearer $BERTH_GUEST_TOKEN" | jq
   curl -s %[1]s/v1/guests/guest-demo/reservations -H "X-API-Key: $BERTH_PARTNER_API_KEY" | jq
 `, base, m.hotel, m.roomType, m.region, ci, co)
 		if len(clinics) > 0 {

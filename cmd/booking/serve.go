@@ -43,6 +43,7 @@ type serveConfig struct {
 	// after which a guest who has not checked in is marked a no-show.
 	NoShowCutoff    time.Duration
 	MaxConns        int
+	GuestLimits     berth.GuestLimits
 	ShutdownTimeout time.Duration
 	LogFormat       string
 	// Payments is the payment provider (internal/paymentprovider).
@@ -87,6 +88,10 @@ func loadServeConfig(cmd *cobra.Command) (serveConfig, error) {
 	errs.Check(err)
 	c.MaxConns, err = config.Int("BERTH_DB_MAX_CONNS", 32)
 	errs.Check(err)
+	c.GuestLimits.Holds, err = config.Int("BERTH_GUEST_MAX_HOLDS", berth.DefaultGuestLimits.Holds)
+	errs.Check(err)
+	c.GuestLimits.Quantity, err = config.Int("BERTH_GUEST_MAX_QUANTITY", berth.DefaultGuestLimits.Quantity)
+	errs.Check(err)
 	c.Payments, err = paymentprovider.Load()
 	errs.Check(err)
 	if f := cmd.Flags(); f != nil {
@@ -124,6 +129,12 @@ func loadServeConfig(cmd *cobra.Command) (serveConfig, error) {
 	if c.MaxConns < 1 {
 		errs.Add("BERTH_DB_MAX_CONNS: at least 1")
 	}
+	if c.GuestLimits.Holds < 1 {
+		errs.Add("BERTH_GUEST_MAX_HOLDS: at least 1 (live holds per guest per partition)")
+	}
+	if c.GuestLimits.Quantity < 1 {
+		errs.Add("BERTH_GUEST_MAX_QUANTITY: at least 1 (rooms or appointments per guest per partition)")
+	}
 	if c.LogFormat != "json" && c.LogFormat != "text" {
 		errs.Add("BERTH_LOG_FORMAT: want json or text")
 	}
@@ -153,7 +164,9 @@ Environment: BERTH_PPROF_ADDR (off; e.g. 127.0.0.1:6060: net/http/pprof on its o
 BERTH_TOKEN_MAX_TTL (24h: the longest token lifetime accepted),
 BERTH_ISOLATION (read_committed|serializable), BERTH_HOLD_TTL (10m),
 BERTH_LOCK_TIMEOUT (2s), BERTH_STATEMENT_TIMEOUT (5s), BERTH_IDLE_IN_TX_TIMEOUT (60s), BERTH_SWEEP_INTERVAL (5s), BERTH_NO_SHOW_CUTOFF (12h: hotels' local time, the day after arrival),
-BERTH_DB_MAX_CONNS (32), BERTH_SHUTDOWN_TIMEOUT (20s), BERTH_LOG_FORMAT (json|text).`,
+BERTH_DB_MAX_CONNS (32), BERTH_SHUTDOWN_TIMEOUT (20s), BERTH_LOG_FORMAT (json|text),
+BERTH_GUEST_MAX_HOLDS (5: live holds per guest per hotel or clinic),
+BERTH_GUEST_MAX_QUANTITY (50: rooms held, or live appointments, per guest per partition).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := loadServeConfig(cmd)
@@ -207,6 +220,7 @@ func run(ctx context.Context, cfg serveConfig, stdout io.Writer, ready chan<- st
 		return cli.Usage(fmt.Errorf("BERTH_TOKEN_SECRET: %w", err))
 	}
 	store := postgres.NewStore(db, cfg.Region, cfg.HoldTTL)
+	store.SetGuestLimits(cfg.GuestLimits)
 	if cfg.SoldOutTTL > 0 {
 		store.UseSoldOutCache(soldout.New(cfg.SoldOutTTL, nil))
 	}

@@ -29,6 +29,7 @@ const (
 	// order) for every night of the stay — the desk walks the guest.
 	CodeNoRoomFree            Code = "no_room_free"
 	CodeIdempotencyInProgress Code = "idempotency_in_progress"
+	CodeLimitExceeded         Code = "limit_exceeded"
 	CodeMisdirected           Code = "misdirected"
 	CodeIdempotencyKeyReused  Code = "idempotency_key_reused"
 	CodeWaitingRoom           Code = "waiting_room"

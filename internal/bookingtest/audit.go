@@ -31,8 +31,9 @@ func Violations(ctx context.Context, db *postgres.DB, partitions []string, check
 // database with the checks of `booking verify`: for every night, reserved
 // equals the sum of quantities of the reservations occupying it and stays
 // within the sellable limit, every occupied night exists, and no room is
-// assigned twice on a night (postgres.HotelInvariants). It returns one line
-// per violation.
+// assigned twice on a night, and every guest's counted holds (the per-guest
+// limits) equal their held reservations (postgres.HotelInvariants). It
+// returns one line per violation.
 func InventoryViolations(ctx context.Context, db *postgres.DB) ([]string, error) {
 	return Violations(ctx, db, nil, postgres.HotelInvariants...)
 }

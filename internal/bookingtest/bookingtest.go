@@ -33,6 +33,8 @@ type Options struct {
 	Region  string // default us-east
 	DB      postgres.Options
 	HoldTTL time.Duration
+	// GuestLimits replaces berth.DefaultGuestLimits when set.
+	GuestLimits berth.GuestLimits
 	// Configure may adjust the httpapi.Config before the server starts
 	// (e.g. to add clinic routes).
 	Configure func(*httpapi.Config, *postgres.Store)
@@ -75,6 +77,9 @@ func StartOn(t testing.TB, db *postgres.DB, dbURL string, opts Options) *Env {
 		t.Fatal(err)
 	}
 	store := postgres.NewStore(db, opts.Region, opts.HoldTTL)
+	if opts.GuestLimits != (berth.GuestLimits{}) {
+		store.SetGuestLimits(opts.GuestLimits)
+	}
 	provider := postgres.NewDevPaymentProvider(db)
 	cfg := httpapi.Config{
 		Region: opts.Region, Hotels: store, Stays: store, Tokens: tokens, Ready: db.Ping, PaymentProvider: provider,

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthhq/berth/internal/berth"
 	"github.com/berthhq/berth/internal/bookingtest"
 	"github.com/berthhq/berth/internal/dbtest"
 	"github.com/berthhq/berth/internal/httpapi"
@@ -125,7 +126,8 @@ func TestCacheStalenessBound(t *testing.T) {
 	if testing.Short() {
 		t.Skip("measurement")
 	}
-	env, _, _ := startCached(t, rediscache.Options{}, bookingtest.Options{})
+	// One guest makes every hold: lift the per-guest limits out of the way.
+	env, _, _ := startCached(t, rediscache.Options{}, bookingtest.Options{GuestLimits: berth.GuestLimits{Holds: 1000, Quantity: 1000}})
 	h := env.SeedHotel("", 10_000, 0, bookingtest.Date(1), bookingtest.Date(30))
 	in, out := bookingtest.Date(5), bookingtest.Date(6)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -21,8 +21,14 @@ type clinicEnv struct {
 
 func startClinics(t testing.TB, holdTTL time.Duration) *clinicEnv {
 	t.Helper()
+	return startClinicsWith(t, holdTTL, bookingtest.Options{})
+}
+
+// startClinicsWith is startClinics with more options (e.g. guest limits).
+func startClinicsWith(t testing.TB, holdTTL time.Duration, opts bookingtest.Options) *clinicEnv {
+	t.Helper()
 	var cs *postgres.ClinicStore
-	env := bookingtest.Start(t, bookingtest.Options{Configure: func(cfg *httpapi.Config, st *postgres.Store) {
+	env := bookingtest.Start(t, bookingtest.Options{GuestLimits: opts.GuestLimits, Configure: func(cfg *httpapi.Config, st *postgres.Store) {
 		cs = postgres.NewClinicStore(st, holdTTL)
 		cfg.Clinics = cs
 	}})

@@ -29,6 +29,7 @@ var statusOf = map[berth.Code]int{
 	berth.CodePaymentRequired:        http.StatusPaymentRequired,
 	berth.CodeNoRoomFree:             http.StatusConflict,
 	berth.CodeIdempotencyInProgress:  http.StatusConflict,
+	berth.CodeLimitExceeded:          http.StatusConflict,
 	berth.CodeMisdirected:            http.StatusMisdirectedRequest,
 	berth.CodeIdempotencyKeyReused:   http.StatusUnprocessableEntity,
 	berth.CodeWaitingRoom:            http.StatusPreconditionRequired,

@@ -135,6 +135,9 @@ func (c *ClinicStore) Hold(ctx context.Context, req appointment.HoldRequest, ide
 				return nil, err
 			}
 			doctorID, prepay, price = h.doctorID, h.prepay, h.price
+			if err := c.checkClinicGuest(ctx, tx, req.ClinicID, req.GuestID, prepay); err != nil {
+				return nil, err
+			}
 			if err := lockGuestDays(ctx, tx, req.ClinicID, c.s.region, doctorID, req.GuestID, []time.Time{h.localDate}); err != nil {
 				return nil, err
 			}
@@ -153,6 +156,9 @@ func (c *ClinicStore) Hold(ctx context.Context, req appointment.HoldRequest, ide
 			}
 			if err != nil {
 				return nil, fmt.Errorf("read doctor: %w", err)
+			}
+			if err := c.checkClinicGuest(ctx, tx, req.ClinicID, req.GuestID, prepay); err != nil {
+				return nil, err
 			}
 			var days []time.Time
 			for _, d := range appointment.LocalDates(req.WindowStart, req.WindowEnd, loc) {

@@ -18,8 +18,11 @@ import (
 //
 //  1. takeStaySQL: the nights, fenced by their own home_region, with the
 //     price and the database time;
-//  2. one batch: the reservation, its outbox event, and the Idempotency-Key
-//     inserted together with the stored answer (claimAnsweredKeySQL).
+//  2. one batch: the guest's hold counted against the per-guest limits
+//     (takeGuestHoldSQL, a conditional write on the guest's row, last in the
+//     lock order), the reservation, its outbox event, and the
+//     Idempotency-Key inserted together with the stored answer
+//     (claimAnsweredKeySQL).
 //
 // It takes no placement row: the nights it locks are the fence, because a
 // move re-homes them in its transaction (MovePlacement locks them in the
@@ -120,6 +123,7 @@ func (s *Store) hold(ctx context.Context, req reservation.HoldRequest, idem *ber
 		t.expiresAt = t.now.Add(s.holdTTL)
 		r := heldReservation(req, t)
 		b := &pgx.Batch{}
+		b.Queue(takeGuestHoldSQL, req.HotelID, req.GuestID, s.region, req.Quantity, s.limits.Holds, s.limits.Quantity)
 		queueInsertReservation(b, s.region, r)
 		if err := queueEvents(ctx, b, s.region, reservationEvent(reservation.EventHeld, r)); err != nil {
 			return err
@@ -133,7 +137,12 @@ func (s *Store) hold(ctx context.Context, req reservation.HoldRequest, idem *ber
 			resp.Value = r
 		}
 		br := tx.SendBatch(ctx, b)
-		for range b.Len() - 1 {
+		counted, err := br.Exec()
+		if err != nil {
+			br.Close()
+			return fmt.Errorf("count guest hold: %w", err)
+		}
+		for range b.Len() - 2 {
 			if _, err := br.Exec(); err != nil {
 				br.Close()
 				return fmt.Errorf("record hold: %w", err)
@@ -151,7 +160,11 @@ func (s *Store) hold(ctx context.Context, req reservation.HoldRequest, idem *ber
 			return fmt.Errorf("record hold: %w", err)
 		}
 		if idem != nil && tag.RowsAffected() == 0 {
-			return errKeyTaken
+			return errKeyTaken // a replay answers as the first time, limit or not
+		}
+		if counted.RowsAffected() == 0 {
+			// Past a per-guest limit: roll everything back, nights included.
+			return s.limitRefusal(ctx, tx, req)
 		}
 		return nil
 	})

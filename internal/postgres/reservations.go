@@ -302,6 +302,7 @@ func (s *Store) Confirm(ctx context.Context, hotelID, reservationID string, pay 
 			if err != nil {
 				return nil, err
 			}
+			queueReleaseGuestHold(b, r)
 			r.PaymentRef = pay.Ref
 			setStatus(b, &r, reservation.StatusConfirmed, now)
 			queuePaymentAudit(b, s.region, due, pay)
@@ -352,6 +353,9 @@ func (s *Store) Cancel(ctx context.Context, hotelID, reservationID string, autho
 		}
 		if err := releaseStay(ctx, tx, r); err != nil {
 			return nil, err
+		}
+		if r.Status == reservation.StatusHeld {
+			queueReleaseGuestHold(b, r) // after the nights: the lock order
 		}
 		now, err := dbNow(ctx, tx)
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/berthhq/berth/internal/berth"
 	"github.com/berthhq/berth/internal/reservation"
 	"github.com/jackc/pgx/v5"
 )
@@ -126,7 +127,8 @@ func runStep(br pgx.BatchResults, s Step, v Vars) error {
 	return nil
 }
 
-// HoldScript is the winning path of Store.Hold — nights taken, reservation,
+// HoldScript is the winning path of Store.Hold — nights taken, the guest's
+// hold counted (under the default per-guest limits), reservation,
 // outbox event and key with its answer written — for req under the
 // Idempotency-Key key, as the store in region with hold TTL ttl sends it. The
 // stored answer is the reservation as JSON, the size of what the HTTP layer
@@ -135,6 +137,7 @@ func HoldScript(req reservation.HoldRequest, region string, ttl time.Duration, k
 	v := Vars{
 		"hotel_id": req.HotelID, "room_type_id": req.RoomTypeID, "region": region, "idem_key": key, "request_hash": requestHash,
 		"check_in": req.Stay.CheckIn.Time(), "check_out": req.Stay.CheckOut.Time(), "quantity": req.Quantity,
+		"max_holds": berth.DefaultGuestLimits.Holds, "max_quantity": berth.DefaultGuestLimits.Quantity,
 	}
 	return Script{Name: "hold", Trips: []Trip{
 		{Steps: []Step{
@@ -142,6 +145,8 @@ func HoldScript(req reservation.HoldRequest, region string, ttl time.Duration, k
 				Returns: []string{"night", "price_cents", "currency", "now"}},
 		}},
 		{Before: func(v Vars) error { return bindHeld(req, region, ttl, v) }, Steps: []Step{
+			{SQL: takeGuestHoldSQL, Args: []string{"hotel_id", "guest_id", "region", "quantity", "max_holds", "max_quantity"},
+				Returns: []string{"guest_holds"}},
 			{SQL: insertReservationSQL, Args: []string{"hotel_id", "reservation_id", "region", "room_type_id", "guest_id",
 				"check_in", "check_out", "quantity", "status", "hold_expires_at", "total_price_cents", "currency",
 				"contact_email", "contact_phone", "created_at"}},

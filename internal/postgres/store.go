@@ -19,6 +19,7 @@ type Store struct {
 	db      *DB
 	region  string
 	holdTTL time.Duration
+	limits  berth.GuestLimits
 	// soldOut, when set, refuses holds of stays known to be sold out.
 	soldOut *soldout.Cache
 
@@ -31,8 +32,15 @@ func NewStore(db *DB, region string, holdTTL time.Duration) *Store {
 	if holdTTL <= 0 {
 		holdTTL = 10 * time.Minute
 	}
-	return &Store{db: db, region: region, holdTTL: holdTTL, inflight: map[string]int{}}
+	return &Store{db: db, region: region, holdTTL: holdTTL, limits: berth.DefaultGuestLimits, inflight: map[string]int{}}
 }
+
+// SetGuestLimits replaces the per-guest limits (berth.DefaultGuestLimits
+// until set). Call it while wiring, before the store serves requests.
+func (s *Store) SetGuestLimits(l berth.GuestLimits) { s.limits = l }
+
+// GuestLimits returns the per-guest limits the store enforces.
+func (s *Store) GuestLimits() berth.GuestLimits { return s.limits }
 
 // DB returns the underlying database.
 func (s *Store) DB() *DB { return s.db }

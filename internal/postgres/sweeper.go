@@ -69,6 +69,10 @@ func (s *Store) ExpireHolds(ctx context.Context, limit int) (int, error) {
 				return err
 			}
 		}
+		// The guests' rows after every night (the lock order).
+		if err := releaseGuestHolds(ctx, tx, lapsed); err != nil {
+			return err
+		}
 		br := tx.SendBatch(ctx, b)
 		for range lapsed {
 			tag, err := br.Exec()

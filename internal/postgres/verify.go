@@ -46,6 +46,7 @@ const (
 	CheckReservationNights  = "reservation_nights_exist"
 	CheckStaleHolds         = "stale_hotel_holds"
 	CheckReservationEvent   = "confirmed_reservation_has_event"
+	CheckGuestHolds         = "guest_holds_match_reservations"
 	CheckOneLivePerSlot     = "one_live_appointment_per_slot"
 	CheckAppointmentOnSlot  = "live_appointment_matches_slot"
 	CheckSlotHasAppointment = "occupied_slot_has_appointment"
@@ -57,11 +58,12 @@ const (
 )
 
 // HotelInvariants are the checks that prove the hotel invariants — the
-// nights (reserved = what occupies them, within the limit) and the rooms (a
-// room is never used twice on a night; stays and their rooms agree): the
+// nights (reserved = what occupies them, within the limit), the rooms (a
+// room is never used twice on a night; stays and their rooms agree) and the
+// guests' hold counts (the per-guest limits): the
 // tests' audit and the loadtest's run these.
 var HotelInvariants = []string{CheckInventory, CheckReservationNights,
-	CheckRoomNightOnce, CheckRoomAssignments, CheckStaysHaveRooms, CheckOutOfOrderCounted}
+	CheckRoomNightOnce, CheckRoomAssignments, CheckStaysHaveRooms, CheckOutOfOrderCounted, CheckGuestHolds}
 
 // occupyingStatuses are the reservation statuses that count in the nights
 // [check_in, COALESCE(released_from, check_out)) (reservation.Status.Occupies).
@@ -156,6 +158,21 @@ var verifyChecks = []verifyCheck{
 		  AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.partition_id = r.hotel_id AND o.aggregate_id = r.reservation_id
 		                  AND o.event_type = 'reservation.confirmed')
 		ORDER BY 1, 2 LIMIT $2`, eventWindow},
+	// The per-guest limits count each guest's held reservations in a row of
+	// guest_holds, kept in step by hold, confirm, cancel and the sweeper.
+	{CheckGuestHolds, "every guest's counted holds and rooms (guest_holds) equal their held reservations", false, `
+		SELECT COALESCE(g.hotel_id, r.hotel_id)::TEXT, 'guest ' || COALESCE(g.guest_id, r.guest_id) ||
+		       ': counted ' || COALESCE(g.holds, 0) || ' holds/' || COALESCE(g.rooms, 0) || ' rooms, held ' ||
+		       COALESCE(r.holds, 0) || '/' || COALESCE(r.rooms, 0)
+		FROM (SELECT * FROM guest_holds WHERE ($1 = '' OR home_region = $1)
+		        AND ($3::UUID[] IS NULL OR hotel_id = ANY($3::UUID[]))) g
+		FULL JOIN (SELECT hotel_id, guest_id, count(*) AS holds, sum(quantity) AS rooms FROM reservations
+		           WHERE status = 'held' AND ($1 = '' OR home_region = $1)
+		             AND ($3::UUID[] IS NULL OR hotel_id = ANY($3::UUID[]))
+		           GROUP BY hotel_id, guest_id) r
+		     ON r.hotel_id = g.hotel_id AND r.guest_id = g.guest_id
+		WHERE COALESCE(g.holds, 0) <> COALESCE(r.holds, 0) OR COALESCE(g.rooms, 0) <> COALESCE(r.rooms, 0)
+		ORDER BY 1, 2 LIMIT $2`, nil},
 	{CheckOneLivePerSlot, "every slot is held or booked by at most one appointment", true, `
 		SELECT clinic_id::TEXT, 'slot ' || slot_id::TEXT || ' has ' || count(*) || ' live appointments'
 		FROM appointments
@@ -209,6 +226,7 @@ var verifyChecks = []verifyCheck{
 //     slot point at each other (the slot names it and its guest, held or
 //     booked to match; every held or booked slot names a live appointment);
 //   - no hotel hold lingers past its expiry longer than StaleHoldAfter;
+//   - every guest's counted holds (guest_holds) equal their held reservations;
 //   - every recently confirmed booking has its confirmation event.
 //
 // It is the one audit: `booking verify`, the tests (bookingtest) and the

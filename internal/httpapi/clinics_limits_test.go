@@ -1,0 +1,106 @@
+package httpapi_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/berthhq/berth/internal/berth"
+	"github.com/berthhq/berth/internal/bookingtest"
+)
+
+// raceAppointments has one guest ask for one slot of each doctor at once
+// and counts the outcomes as "status code[ limit=max]".
+func raceAppointments(t *testing.T, ce *clinicEnv, clinicID, guest string, slots []string) map[string]int {
+	t.Helper()
+	var (
+		mu      sync.Mutex
+		outcome = map[string]int{}
+		wg      sync.WaitGroup
+		start   = make(chan struct{})
+	)
+	for _, slot := range slots {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			r, err := ce.hold(context.Background(), clinicID, guest, map[string]any{"slot_id": slot})
+			key := "transport error"
+			if err == nil {
+				key = fmt.Sprintf("%d %s", r.Status, r.Code())
+				if r.Code() == "limit_exceeded" {
+					key += fmt.Sprintf(" %v=%v", r.JSON()["limit"], r.JSON()["max"])
+				}
+			}
+			mu.Lock()
+			outcome[key]++
+			mu.Unlock()
+		}()
+	}
+	close(start)
+	wg.Wait()
+	return outcome
+}
+
+// doctorSlots seeds n doctors of the clinic and returns one open slot of each
+// (distinct doctors, so the one-per-doctor-per-day rule never interferes).
+func doctorSlots(ce *clinicEnv, clinicID string, n int, prepay bool) []string {
+	var slots []string
+	for range n {
+		d := ce.seedDoctor(clinicID, 30, prepay, allWeek("09:00", "10:00"))
+		ce.materialize(clinicID, bookingtest.Date(5), bookingtest.Date(6))
+		slots = append(slots, ce.slots(clinicID, d, bookingtest.Date(5))[0].ID)
+	}
+	return slots
+}
+
+// One patient asks for 16 prepaid slots at once with a limit of 3 live
+// holds: exactly 3 are held, the rest are 409 limit_exceeded, and the
+// database shows 3 held appointments and 13 slots still open.
+func TestClinicGuestHoldLimitRace(t *testing.T) {
+	t.Parallel()
+	ce := startClinicsWith(t, time.Minute, bookingtest.Options{GuestLimits: berth.GuestLimits{Holds: 3, Quantity: 50}})
+	clinicID := ce.seedClinic("Europe/Berlin")
+	slots := doctorSlots(ce, clinicID, 16, true)
+	outcome := raceAppointments(t, ce, clinicID, "hoarder", slots)
+	if outcome["201 "] != 3 || outcome["409 limit_exceeded holds_per_guest=3"] != len(slots)-3 {
+		t.Fatalf("outcomes = %v, want 3 × 201 and %d × 409 limit_exceeded holds_per_guest=3", outcome, len(slots)-3)
+	}
+	if n := ce.queryInt(`SELECT count(*) FROM appointments WHERE clinic_id = $1 AND guest_id = 'hoarder' AND status = 'held'`, clinicID); n != 3 {
+		t.Fatalf("%d held appointments in the database, want 3", n)
+	}
+	ce.checkSlotInvariant(clinicID)
+	// A lapsed hold no longer counts (lazy expiry, database time).
+	for _, table := range []string{"appointments", "slots"} {
+		col := map[string]string{"appointments": "guest_id", "slots": "held_by"}[table]
+		if _, err := ce.DB.Pool.Exec(context.Background(), `UPDATE `+table+` SET hold_expires_at = now() - INTERVAL '1 minute'
+			WHERE clinic_id = $1 AND `+col+` = 'hoarder'`, clinicID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := ce.hold(context.Background(), clinicID, "hoarder", map[string]any{"slot_id": slots[15]})
+	if err != nil || r.Status != http.StatusCreated {
+		// slots[15] may be one of the three held: its lapsed hold is taken over.
+		t.Fatalf("hold after the holds lapsed: %v %d %s", err, r.Status, r.Body)
+	}
+}
+
+// Without prepayment an appointment is confirmed at once and is no hold, but
+// the quantity cap still bounds the guest's live appointments in the clinic.
+func TestClinicGuestQuantityCapRace(t *testing.T) {
+	t.Parallel()
+	ce := startClinicsWith(t, time.Minute, bookingtest.Options{GuestLimits: berth.GuestLimits{Holds: 1, Quantity: 4}})
+	clinicID := ce.seedClinic("Europe/Berlin")
+	slots := doctorSlots(ce, clinicID, 12, false)
+	outcome := raceAppointments(t, ce, clinicID, "regular", slots)
+	if outcome["201 "] != 4 || outcome["409 limit_exceeded quantity_per_guest=4"] != len(slots)-4 {
+		t.Fatalf("outcomes = %v, want 4 × 201 and %d × 409 limit_exceeded quantity_per_guest=4", outcome, len(slots)-4)
+	}
+	if n := ce.queryInt(`SELECT count(*) FROM appointments WHERE clinic_id = $1 AND guest_id = 'regular' AND status = 'confirmed'`, clinicID); n != 4 {
+		t.Fatalf("%d confirmed appointments in the database, want 4", n)
+	}
+	ce.checkSlotInvariant(clinicID)
+}

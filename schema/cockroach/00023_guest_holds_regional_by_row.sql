@@ -1,0 +1,1 @@
+ALTER TABLE guest_holds SET LOCALITY REGIONAL BY ROW AS crdb_region;
