@@ -260,13 +260,41 @@ func act(t testing.TB, env *bookingtest.Env, b booking, action string) {
 	}
 }
 
-func (s *stack) partnerKey() string {
+// partnerKey creates a partner and has each of guests grant it access with
+// their own token, through the read model's API; it returns the key.
+func (s *stack) partnerKey(guests ...string) string {
 	s.t.Helper()
-	_, key, err := postgres.NewReadModel(s.db).CreatePartner(context.Background(), "test-partner")
+	p, key, err := postgres.NewReadModel(s.db).CreatePartner(context.Background(), "test-partner")
 	if err != nil {
 		s.t.Fatal(err)
 	}
+	for _, g := range guests {
+		if st, body := s.send(http.MethodPut, "/v1/guests/"+g+"/partners/"+p.ID, s.guestAuth(g)); st != http.StatusOK {
+			s.t.Fatalf("%s grants the partner: %d %s", g, st, body)
+		}
+	}
 	return key
+}
+
+// guestAuth is the Authorization header of guest's own token.
+func (s *stack) guestAuth(guest string) map[string]string {
+	return map[string]string{"Authorization": "Bearer " + s.regions["us-east"].Token(guest, berth.RoleGuest)}
+}
+
+// send sends a request without a body to the read model.
+func (s *stack) send(method, path string, hdr map[string]string) (int, []byte) {
+	s.t.Helper()
+	req, _ := http.NewRequest(method, s.rm.url+path, nil)
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, body
 }
 
 // eventually polls cond every 50ms until it holds or the deadline passes.

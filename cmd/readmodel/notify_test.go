@@ -151,7 +151,7 @@ func TestPoisonMessageIsDeadLettered(t *testing.T) {
 	s := newStack(t)
 	s.startRelay("us-east", nil)
 	s.startReadModel(nil)
-	key := s.partnerKey()
+	key := s.partnerKey("guest-p")
 	nc, err := nats.Connect(s.nats.URL)
 	if err != nil {
 		t.Fatal(err)

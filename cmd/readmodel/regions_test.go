@@ -22,9 +22,9 @@ func TestGuestSeesBookingsOfThreeRegions(t *testing.T) {
 		s.startRelay(r, nil)
 	}
 	s.startReadModel(nil)
-	key := s.partnerKey()
-
 	guest := "guest-" + strings.Repeat("x", 4) + time.Now().Format("150405.000000")
+	key := s.partnerKey(guest)
+
 	want := map[string]string{} // reservation id → status
 	var bookings []booking
 	for i, r := range berth.Regions() {
@@ -145,8 +145,14 @@ func TestGuestSeesBookingsOfThreeRegions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if st, _, _ := s.get(path, map[string]string{"X-API-Key": k2}); st != http.StatusNotFound {
+			t.Errorf("new key the guest did not grant: %d, want 404", st)
+		}
+		if st, body := s.send(http.MethodPut, "/v1/guests/"+guest+"/partners/"+p.ID, s.guestAuth(guest)); st != http.StatusOK {
+			t.Fatalf("grant: %d %s", st, body)
+		}
 		if st, _, _ := s.get(path, map[string]string{"X-API-Key": k2}); st != http.StatusOK {
-			t.Errorf("new key: %d", st)
+			t.Errorf("new key, granted: %d", st)
 		}
 		if _, err := store.RevokePartner(context.Background(), p.ID); err != nil {
 			t.Fatal(err)

@@ -24,7 +24,7 @@ func TestTelemetry(t *testing.T) {
 	})
 	traceID, _ := trace.TraceIDFromHex("5b8efff798038103d269b633813fc60c")
 	status, _, body := s.get("/v1/guests/g1/reservations", map[string]string{
-		"X-Api-Key": s.partnerKey(), "traceparent": "00-" + traceID.String() + "-eee19b7ec3c1b174-01"})
+		"X-Api-Key": s.partnerKey("g1"), "traceparent": "00-" + traceID.String() + "-eee19b7ec3c1b174-01"})
 	if status != http.StatusOK {
 		t.Fatalf("partner list: %d %s", status, body)
 	}

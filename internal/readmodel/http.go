@@ -44,6 +44,9 @@ func NewServer(cfg ServerConfig) *Server {
 	})
 	s.mux.HandleFunc("GET /readyz", s.readyz)
 	s.mux.HandleFunc("GET /v1/guests/{guest_id}/reservations", s.reservations)
+	s.mux.HandleFunc("GET /v1/guests/{guest_id}/partners", s.listGrants)
+	s.mux.HandleFunc("PUT /v1/guests/{guest_id}/partners/{partner_id}", s.grant)
+	s.mux.HandleFunc("DELETE /v1/guests/{guest_id}/partners/{partner_id}", s.revokeGrant)
 	return s
 }
 
@@ -74,8 +77,12 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	httpapi.WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
-// authorize admits a partner key with the read scope, the guest's own
-// token, or an admin token.
+// errGuestNotFound is the one answer a partner gets for a guest it may not
+// read, whether the guest exists or not: it reveals nothing about them.
+var errGuestNotFound = berth.Errorf(berth.CodeNotFound, "guest not found")
+
+// authorize admits a partner key with the read scope for a guest who granted
+// that partner, the guest's own token, or an admin token.
 func (s *Server) authorize(r *http.Request, guestID string) error {
 	if key := r.Header.Get("X-API-Key"); key != "" {
 		p, err := s.cfg.Store.PartnerByKey(r.Context(), key)
@@ -83,10 +90,17 @@ func (s *Server) authorize(r *http.Request, guestID string) error {
 			return berth.Errorf(berth.CodeUnauthorized, "the API key is unknown or revoked")
 		}
 		if err != nil {
-			return err
+			return unavailable(err)
 		}
 		if p.Scope != view.ScopeGuestReservations {
 			return berth.Errorf(berth.CodeForbidden, "the API key may not read guests' reservations")
+		}
+		ok, err := s.cfg.Store.Granted(r.Context(), guestID, p.ID)
+		if err != nil {
+			return unavailable(err)
+		}
+		if !ok {
+			return errGuestNotFound
 		}
 		return nil
 	}
@@ -191,4 +205,84 @@ func (s *Server) parseQuery(r *http.Request, guestID string) (view.Query, error)
 		q.After = &p
 	}
 	return q, nil
+}
+
+func unavailable(err error) error {
+	return &berth.Error{Code: berth.CodeUnavailable, Detail: "the read model is unavailable", RetryAfter: 1, Err: err}
+}
+
+// guestOnly admits only the guest's own token: a grant is the guest's
+// consent, given or withdrawn by nobody else (not a partner, not an admin).
+// adminToo also admits an admin token (reading the list of grants).
+func (s *Server) guestOnly(r *http.Request, guestID string, adminToo bool) error {
+	if r.Header.Get("Authorization") == "" {
+		return berth.Errorf(berth.CodeUnauthorized, "send Authorization: Bearer <the guest's token>")
+	}
+	p, err := httpapi.BearerPrincipal(r, s.cfg.Tokens)
+	if err != nil {
+		return err
+	}
+	if (p.Role == berth.RoleGuest && p.Subject == guestID) || (adminToo && p.Role == berth.RoleAdmin) {
+		return nil
+	}
+	return berth.Errorf(berth.CodeForbidden, "only the guest may manage which partners read their reservations")
+}
+
+type grantsJSON struct {
+	Partners []view.Grant `json:"partners"`
+}
+
+// listGrants answers GET /v1/guests/{guest_id}/partners.
+func (s *Server) listGrants(w http.ResponseWriter, r *http.Request) {
+	guestID := r.PathValue("guest_id")
+	if err := s.guestOnly(r, guestID, true); err != nil {
+		httpapi.WriteProblem(w, r, s.cfg.Log, err)
+		return
+	}
+	gs, err := s.cfg.Store.Grants(r.Context(), guestID)
+	if err != nil {
+		httpapi.WriteProblem(w, r, s.cfg.Log, unavailable(err))
+		return
+	}
+	if gs == nil {
+		gs = []view.Grant{}
+	}
+	w.Header().Set("Cache-Control", "private, no-store")
+	httpapi.WriteJSON(w, http.StatusOK, grantsJSON{Partners: gs})
+}
+
+// grant answers PUT /v1/guests/{guest_id}/partners/{partner_id}: idempotent,
+// 200 with the grant; an unknown or revoked partner is 404.
+func (s *Server) grant(w http.ResponseWriter, r *http.Request) {
+	guestID, partnerID := r.PathValue("guest_id"), r.PathValue("partner_id")
+	if err := s.guestOnly(r, guestID, false); err != nil {
+		httpapi.WriteProblem(w, r, s.cfg.Log, err)
+		return
+	}
+	g, err := s.cfg.Store.GrantPartner(r.Context(), guestID, partnerID)
+	if errors.Is(err, view.ErrNotFound) {
+		httpapi.WriteProblem(w, r, s.cfg.Log, berth.Errorf(berth.CodeNotFound, "partner not found"))
+		return
+	}
+	if err != nil {
+		httpapi.WriteProblem(w, r, s.cfg.Log, unavailable(err))
+		return
+	}
+	httpapi.WriteJSON(w, http.StatusOK, g)
+}
+
+// revokeGrant answers DELETE /v1/guests/{guest_id}/partners/{partner_id}:
+// idempotent, 204 whether or not there was a grant; the partner's next read
+// of the guest is 404.
+func (s *Server) revokeGrant(w http.ResponseWriter, r *http.Request) {
+	guestID, partnerID := r.PathValue("guest_id"), r.PathValue("partner_id")
+	if err := s.guestOnly(r, guestID, false); err != nil {
+		httpapi.WriteProblem(w, r, s.cfg.Log, err)
+		return
+	}
+	if _, err := s.cfg.Store.RevokeGrant(r.Context(), guestID, partnerID); err != nil {
+		httpapi.WriteProblem(w, r, s.cfg.Log, unavailable(err))
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
 }

@@ -22,4 +22,12 @@ type Store interface {
 	List(ctx context.Context, q view.Query) ([]view.Item, bool, error)
 	// PartnerByKey returns the live partner holding key, or view.ErrNotFound.
 	PartnerByKey(ctx context.Context, key string) (view.Partner, error)
+	// Granted reports whether guestID granted partnerID access.
+	Granted(ctx context.Context, guestID, partnerID string) (bool, error)
+	// GrantPartner records a guest's grant (view.ErrNotFound: no live partner).
+	GrantPartner(ctx context.Context, guestID, partnerID string) (view.Grant, error)
+	// RevokeGrant withdraws a grant and reports whether there was one.
+	RevokeGrant(ctx context.Context, guestID, partnerID string) (bool, error)
+	// Grants lists a guest's grants, oldest first.
+	Grants(ctx context.Context, guestID string) ([]view.Grant, error)
 }

@@ -118,3 +118,11 @@ func Compare(want, got Item) string {
 	add("end", want.End, got.End)
 	return strings.Join(d, "; ")
 }
+
+// Grant is a guest's consent that a partner reads their reservations.
+type Grant struct {
+	GuestID     string    `json:"guest_id"`
+	PartnerID   string    `json:"partner_id"`
+	PartnerName string    `json:"partner_name"`
+	GrantedAt   time.Time `json:"granted_at"`
+}
