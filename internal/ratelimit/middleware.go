@@ -4,13 +4,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/netip"
 	"strings"
 
 	"github.com/berthhq/berth/internal/auth"
 	"github.com/berthhq/berth/internal/berth"
+	"github.com/berthhq/berth/internal/clientip"
 	"github.com/berthhq/berth/internal/httpapi"
 )
 
@@ -32,6 +32,9 @@ type Identifier struct {
 	Tokens *auth.Tokens
 	// APIKey reports whether a partner key is valid; nil ignores keys.
 	APIKey func(string) bool
+	// Proxies are the trusted proxies whose X-Forwarded-For is believed
+	// (BERTH_TRUSTED_PROXIES); the zero value keys clients by the peer.
+	Proxies clientip.Proxies
 }
 
 // Identify returns the identity of r.
@@ -49,21 +52,21 @@ func (id Identifier) Identify(r *http.Request) Identity {
 			return Identity{Client: "key:" + hex.EncodeToString(sum[:12])}
 		}
 	}
-	return Identity{Client: "ip:" + RemoteIP(r)}
+	return Identity{Client: "ip:" + addrKey(id.Proxies.Client(r), r.RemoteAddr)}
 }
 
 // RemoteIP is the connection's address; an IPv6 address is cut to its /64,
 // the block one subscriber usually holds.
 func RemoteIP(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
+	return addrKey(clientip.Peer(r), r.RemoteAddr)
+}
+
+// addrKey keys a client address, an IPv6 one by its /64; raw stands in
+// when the address is unknown.
+func addrKey(a netip.Addr, raw string) string {
+	if !a.IsValid() {
+		return raw
 	}
-	a, err := netip.ParseAddr(host)
-	if err != nil {
-		return host
-	}
-	a = a.Unmap()
 	if a.Is6() {
 		p, _ := a.Prefix(64)
 		return p.String()

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -191,11 +190,11 @@ func (rt *Router) send(r *http.Request, body []byte, target *url.URL) (*http.Res
 	out.Header = r.Header.Clone()
 	removeHopHeaders(out.Header)
 	out.ContentLength = int64(len(body))
-	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-		if prior := r.Header.Values("X-Forwarded-For"); len(prior) > 0 {
-			ip = strings.Join(prior, ", ") + ", " + ip
-		}
-		out.Header.Set("X-Forwarded-For", ip)
+	// A client's own X-Forwarded-For is dropped; a trusted proxy's grows by
+	// its address (BERTH_TRUSTED_PROXIES).
+	out.Header.Del("X-Forwarded-For")
+	if xff := rt.cfg.TrustedProxies.ForwardHeader(r); xff != "" {
+		out.Header.Set("X-Forwarded-For", xff)
 	}
 	out.Header.Set("X-Forwarded-Host", r.Host)
 	if r.TLS != nil {

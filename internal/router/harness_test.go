@@ -13,6 +13,7 @@ import (
 
 	"github.com/berthhq/berth/internal/berth"
 	"github.com/berthhq/berth/internal/bookingtest"
+	"github.com/berthhq/berth/internal/clientip"
 	"github.com/berthhq/berth/internal/dbtest"
 	"github.com/berthhq/berth/internal/httpapi"
 	"github.com/berthhq/berth/internal/placement"
@@ -34,6 +35,8 @@ type platformOptions struct {
 	// transport, when set, replaces the routers' upstream transport.
 	transport func(region string) http.RoundTripper
 	readModel string
+	// proxies are the routers' trusted proxies (BERTH_TRUSTED_PROXIES).
+	proxies clientip.Proxies
 	// cache, when set, gives every booking service this regional cache.
 	cache httpapi.Cache
 	// configure, when set, adjusts each router's configuration.
@@ -62,7 +65,8 @@ func startPlatform(t testing.TB, o platformOptions) *platform {
 		if err := dir.Load(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		cfg := router.Config{Region: region, Bookings: urls, ReadModel: o.readModel, Directory: dir, Logger: quiet}
+		cfg := router.Config{Region: region, Bookings: urls, ReadModel: o.readModel, Directory: dir, Logger: quiet,
+			TrustedProxies: o.proxies}
 		if o.transport != nil {
 			cfg.Transport = o.transport(region)
 		}

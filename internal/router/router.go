@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/berthhq/berth/internal/berth"
+	"github.com/berthhq/berth/internal/clientip"
 	"github.com/berthhq/berth/internal/httpapi"
 	"github.com/berthhq/berth/internal/placement"
 )
@@ -60,6 +61,10 @@ type Config struct {
 	// (not payment webhooks): where the partition's guests are, for
 	// placement by origin.
 	Writes WriteCounter
+	// TrustedProxies are the proxies in front of the router whose
+	// X-Forwarded-For is passed on (BERTH_TRUSTED_PROXIES); from any other
+	// peer only its own address is.
+	TrustedProxies clientip.Proxies
 }
 
 // WriteCounter tallies the writes entering through this router, by

@@ -2,6 +2,7 @@ package router_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/berthhq/berth/internal/berth"
 	"github.com/berthhq/berth/internal/bookingtest"
+	"github.com/berthhq/berth/internal/clientip"
 	"github.com/berthhq/berth/internal/dbtest"
 	"github.com/berthhq/berth/internal/placement"
 	"github.com/berthhq/berth/internal/postgres"
@@ -299,5 +301,57 @@ func TestRouterCountsWritesByOrigin(t *testing.T) {
 	defer counted.mu.Unlock()
 	if len(counted.n) != 1 || counted.n["hotel/"+h.ID] != 2 {
 		t.Fatalf("counted %v, want 2 writes of hotel %s", counted.n, h.ID)
+	}
+}
+
+// A guest's partner grants (PUT, DELETE, GET …/partners) reach the read
+// model through any router with their method and the guest's token.
+func TestGuestGrantsGoToReadModel(t *testing.T) {
+	t.Parallel()
+	rm := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]string{"method": r.Method, "path": r.URL.Path, "auth": r.Header.Get("Authorization")})
+	}))
+	t.Cleanup(rm.Close)
+	p := startPlatform(t, platformOptions{readModel: rm.URL})
+	for _, region := range berth.Regions {
+		for _, m := range []string{"PUT", "DELETE", "GET"} {
+			path := "/v1/guests/g1/partners/2f1b6f0e-8c55-4a8e-a0c1-1d2b3c4d5e6f"
+			if m == "GET" {
+				path = "/v1/guests/g1/partners"
+			}
+			r := p.routers[region].Do(bookingtest.Request{Method: m, Path: path, Token: "guest-token"})
+			got := r.JSON()
+			if r.Status != http.StatusOK || got["method"] != m || got["path"] != path || got["auth"] != "Bearer guest-token" {
+				t.Fatalf("%s %s through %s: %d %s", m, path, region, r.Status, r.Body)
+			}
+		}
+	}
+}
+
+// X-Forwarded-For upstream: a client's own header is not passed on as if a
+// proxy had vouched for it; behind a trusted proxy, the chain grows by the
+// proxy's address.
+func TestForwardedForUpstream(t *testing.T) {
+	t.Parallel()
+	rm := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]string{"xff": strings.Join(r.Header.Values("X-Forwarded-For"), "|")})
+	}))
+	t.Cleanup(rm.Close)
+	spoof := map[string]string{"X-Forwarded-For": "6.6.6.6"}
+	untrusted := startPlatform(t, platformOptions{readModel: rm.URL})
+	r := untrusted.routers["us-east"].Do(bookingtest.Request{Method: "GET", Path: "/v1/guests/g1/reservations", Header: spoof})
+	if r.JSON()["xff"] != "127.0.0.1" {
+		t.Errorf("from an untrusted peer, upstream X-Forwarded-For = %q, want only the peer", r.JSON()["xff"])
+	}
+	loopback, err := clientip.Parse(clientip.EnvVar, "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	trusted := startPlatform(t, platformOptions{readModel: rm.URL, proxies: loopback})
+	r = trusted.routers["us-east"].Do(bookingtest.Request{Method: "GET", Path: "/v1/guests/g1/reservations", Header: spoof})
+	if r.JSON()["xff"] != "6.6.6.6, 127.0.0.1" {
+		t.Errorf("from a trusted proxy, upstream X-Forwarded-For = %q, want its chain and the proxy", r.JSON()["xff"])
 	}
 }
