@@ -10,6 +10,7 @@ import (
 
 	"github.com/berthhq/berth/internal/berth"
 	"github.com/berthhq/berth/internal/bookingtest"
+	"github.com/berthhq/berth/internal/dbtest"
 )
 
 // raceAppointments has one guest ask for one slot of each doctor at once
@@ -76,7 +77,7 @@ func TestClinicGuestHoldLimitRace(t *testing.T) {
 	// A lapsed hold no longer counts (lazy expiry, database time).
 	for _, table := range []string{"appointments", "slots"} {
 		col := map[string]string{"appointments": "guest_id", "slots": "held_by"}[table]
-		if _, err := ce.DB.Pool.Exec(context.Background(), `UPDATE `+table+` SET hold_expires_at = now() - INTERVAL '1 minute'
+		if _, err := dbtest.SQL(ce.DB).Exec(context.Background(), `UPDATE `+table+` SET hold_expires_at = now() - INTERVAL '1 minute'
 			WHERE clinic_id = $1 AND `+col+` = 'hoarder'`, clinicID); err != nil {
 			t.Fatal(err)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/berthhq/berth/internal/berth"
 	"github.com/berthhq/berth/internal/bookingtest"
+	"github.com/berthhq/berth/internal/dbtest"
 )
 
 // holdAs sends one hold of qty rooms for guest over nights [in, in+nights).
@@ -61,7 +62,7 @@ func raceHolds(t *testing.T, env *bookingtest.Env, h bookingtest.Hotel, guest st
 // in a hotel and how many rooms they take.
 func liveHolds(t *testing.T, env *bookingtest.Env, hotelID, guest string) (holds, rooms int) {
 	t.Helper()
-	err := env.DB.Pool.QueryRow(context.Background(),
+	err := dbtest.SQL(env.DB).QueryRow(context.Background(),
 		`SELECT count(*), COALESCE(sum(quantity), 0) FROM reservations WHERE hotel_id = $1 AND guest_id = $2 AND status = 'held'`,
 		hotelID, guest).Scan(&holds, &rooms)
 	if err != nil {
@@ -159,7 +160,7 @@ func TestGuestHoldLimitFollowsTransitions(t *testing.T) {
 	c := hold(h, http.StatusCreated) // a confirmed booking is not a hold
 	hold(h, http.StatusConflict)
 	// Let c lapse (database time is the only clock) and run the sweeper.
-	if _, err := env.DB.Pool.Exec(ctx, `UPDATE reservations SET hold_expires_at = now() - INTERVAL '1 minute'
+	if _, err := dbtest.SQL(env.DB).Exec(ctx, `UPDATE reservations SET hold_expires_at = now() - INTERVAL '1 minute'
 		WHERE hotel_id = $1 AND reservation_id = $2`, h.ID, c); err != nil {
 		t.Fatal(err)
 	}
