@@ -314,7 +314,7 @@ func TestGuestGrantsGoToReadModel(t *testing.T) {
 	}))
 	t.Cleanup(rm.Close)
 	p := startPlatform(t, platformOptions{readModel: rm.URL})
-	for _, region := range berth.Regions {
+	for _, region := range berth.Regions() {
 		for _, m := range []string{"PUT", "DELETE", "GET"} {
 			path := "/v1/guests/g1/partners/2f1b6f0e-8c55-4a8e-a0c1-1d2b3c4d5e6f"
 			if m == "GET" {
