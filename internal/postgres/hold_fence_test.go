@@ -35,6 +35,8 @@ var homeCheckSQL = []string{
 	 FOR EACH ROW EXECUTE FUNCTION test_home_check('hotel_id')`,
 	`CREATE CONSTRAINT TRIGGER home_check AFTER INSERT OR UPDATE ON room_inventory DEFERRABLE INITIALLY DEFERRED
 	 FOR EACH ROW EXECUTE FUNCTION test_home_check('hotel_id')`,
+	`CREATE CONSTRAINT TRIGGER home_check AFTER INSERT OR UPDATE ON guest_holds DEFERRABLE INITIALLY DEFERRED
+	 FOR EACH ROW EXECUTE FUNCTION test_home_check('hotel_id')`,
 	`CREATE CONSTRAINT TRIGGER home_check AFTER INSERT OR UPDATE ON idempotency_keys DEFERRABLE INITIALLY DEFERRED
 	 FOR EACH ROW EXECUTE FUNCTION test_home_check('partition_id')`,
 	`CREATE CONSTRAINT TRIGGER home_check AFTER INSERT OR UPDATE ON outbox DEFERRABLE INITIALLY DEFERRED
@@ -100,7 +102,7 @@ func TestStaleRegionCannotWriteAMovedHotel(t *testing.T) {
 					rt = full
 				}
 				in := first.AddDays(rng.IntN(8))
-				req := reservation.HoldRequest{ReservationID: uuid.NewString(), HotelID: h.ID, RoomTypeID: rt, GuestID: "g",
+				req := reservation.HoldRequest{ReservationID: uuid.NewString(), HotelID: h.ID, RoomTypeID: rt, GuestID: "g-" + uuid.NewString(),
 					Stay: reservation.Stay{CheckIn: in, CheckOut: in.AddDays(1 + rng.IntN(3))}, Quantity: 1}
 				idem := &berth.Idem{Key: uuid.NewString(), Hash: "h", Render: func(v any, err error) (int, []byte) {
 					if err != nil {
@@ -167,6 +169,7 @@ func TestStaleRegionCannotWriteAMovedHotel(t *testing.T) {
 		`SELECT count(*) FROM room_types WHERE hotel_id = $1 AND home_region <> $2`,
 		`SELECT count(*) FROM room_inventory WHERE hotel_id = $1 AND home_region <> $2`,
 		`SELECT count(*) FROM reservations WHERE hotel_id = $1 AND home_region <> $2`,
+		`SELECT count(*) FROM guest_holds WHERE hotel_id = $1 AND home_region <> $2`,
 		`SELECT count(*) FROM idempotency_keys WHERE partition_id = $1 AND home_region <> $2`,
 		`SELECT count(*) FROM outbox WHERE partition_id = $1 AND home_region <> $2`,
 	} {
