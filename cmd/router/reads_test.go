@@ -16,6 +16,7 @@ import (
 	"github.com/berthhq/berth/internal/auth"
 	"github.com/berthhq/berth/internal/berth"
 	"github.com/berthhq/berth/internal/bookingtest"
+	"github.com/berthhq/berth/internal/clientip"
 	"github.com/berthhq/berth/internal/httpapi"
 	"github.com/berthhq/berth/internal/postgres"
 	"github.com/berthhq/berth/internal/ratelimit"
@@ -165,9 +166,82 @@ type gateAfterSeed struct {
 	g atomic.Pointer[waitingroom.Gate]
 }
 
-func (a *gateAfterSeed) Check(r *http.Request, clinicID string) error {
+func (a *gateAfterSeed) Check(r *http.Request, clinicID, subject string) error {
 	if g := a.g.Load(); g != nil {
-		return g.Check(r, clinicID)
+		return g.Check(r, clinicID, subject)
 	}
 	return nil
+}
+
+// BERTH_TRUSTED_PROXIES: behind a trusted proxy every client has its own
+// read budget, told apart by the rightmost untrusted X-Forwarded-For hop;
+// without the setting (or from an untrusted peer) the header is ignored, so
+// inventing addresses buys no fresh budget.
+func TestRouterTrustedProxies(t *testing.T) {
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
+	rs := redistest.Start(t)
+	env := bookingtest.Start(t, bookingtest.Options{Region: "us-east"})
+	hotel := env.SeedHotel("", 5, 0, bookingtest.Date(0), bookingtest.Date(10))
+	rules, err := ratelimit.ParseRules(ratelimit.EnvVar, "client_reads=1/h:2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve := func(proxies string) *bookingtest.Env {
+		p, err := clientip.Parse(clientip.EnvVar, proxies)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		cfg := serveConfig{Region: "us-east", Addr: "127.0.0.1:0", BookingURLs: map[string]string{"us-east": env.URL},
+			DatabaseURL: env.DBURL, DirectoryRefresh: time.Minute, MaxBodyBytes: 1 << 20, ShutdownTimeout: 10 * time.Second,
+			LogFormat: "json", reads: readsConfig{RedisURL: rs.URL(), Rules: rules, TokenSecret: bookingtest.Secret,
+				TokenMaxTTL: auth.DefaultMaxLifetime, Proxies: p}}
+		ready, exited := make(chan string, 1), make(chan error, 1)
+		go func() { exited <- run(ctx, cfg, io.Discard, ready) }()
+		var addr string
+		select {
+		case addr = <-ready:
+		case err := <-exited:
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			cancel()
+			if err := <-exited; err != nil {
+				t.Errorf("run: %v", err)
+			}
+		})
+		return &bookingtest.Env{T: t, URL: "http://" + addr, Tokens: env.Tokens, Client: env.Client}
+	}
+	read := func(rtr *bookingtest.Env, xff string) int {
+		return rtr.Do(bookingtest.Request{Method: "GET", Header: map[string]string{"X-Forwarded-For": xff},
+			Path: "/v1/hotels/" + hotel.ID + "/availability?check_in=" + bookingtest.Date(2) + "&check_out=" + bookingtest.Date(3)}).Status
+	}
+
+	// The test client connects from 127.0.0.1: a trusted proxy here.
+	behind := serve("127.0.0.0/8")
+	for _, client := range []string{"198.51.100.1", "198.51.100.2", "6.6.6.6, 198.51.100.3"} {
+		for i := range 2 {
+			if st := read(behind, client); st != http.StatusOK {
+				t.Fatalf("client %q read %d behind a trusted proxy: %d, want 200 (a budget of its own)", client, i+1, st)
+			}
+		}
+		if st := read(behind, client); st != http.StatusTooManyRequests {
+			t.Fatalf("client %q read 3 behind a trusted proxy: %d, want 429", client, st)
+		}
+	}
+	// A spoofed hop left of a real client does not buy that client a new budget.
+	if st := read(behind, "7.7.7.7, 198.51.100.1"); st != http.StatusTooManyRequests {
+		t.Fatalf("a spoofed hop before a spent client: %d, want 429", st)
+	}
+
+	// Without the setting, every address a client invents is the same peer.
+	direct := serve("")
+	codes := map[int]int{}
+	for i := range 4 {
+		codes[read(direct, fmt.Sprintf("203.0.113.%d", i))]++
+	}
+	if codes[http.StatusOK] != 2 || codes[http.StatusTooManyRequests] != 2 {
+		t.Fatalf("invented X-Forwarded-For without trusted proxies: %v, want 2 × 200 and 2 × 429", codes)
+	}
 }

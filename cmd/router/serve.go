@@ -130,7 +130,10 @@ BERTH_DIRECTORY_REFRESH (30s), BERTH_FOLLOW_MOVES_FOR (10s: how long a request
 follows its partition's moves before 503), BERTH_MAX_BODY_BYTES (1048576),
 BERTH_SHUTDOWN_TIMEOUT (20s), BERTH_LOG_FORMAT (json|text); BERTH_REDIS_URL,
 BERTH_RATE_LIMITS (e.g. hotel_writes=200/s:400,client_reads=100/s,guest_holds=5/s),
-BERTH_WAITING_ROOMS (JSON or @file), BERTH_WAITING_ROOM_KEYS, BERTH_TOKEN_SECRET, BERTH_TOKEN_MAX_TTL (24h).`,
+BERTH_WAITING_ROOMS (JSON or @file), BERTH_WAITING_ROOM_KEYS, BERTH_TOKEN_SECRET
+(required with waiting rooms), BERTH_TOKEN_MAX_TTL (24h), BERTH_TRUSTED_PROXIES
+(CIDRs of the proxies in front of the router: only their X-Forwarded-For is
+believed; unset, the peer address is the client).`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := loadServeConfig(cmd)
@@ -203,7 +206,7 @@ func run(ctx context.Context, cfg serveConfig, stdout io.Writer, ready chan<- st
 	rt, err := router.New(router.Config{
 		Region: cfg.Region, Bookings: cfg.BookingURLs, ReadModel: cfg.ReadModelURL, Directory: dir,
 		Logger: log, MaxBodyBytes: int64(cfg.MaxBodyBytes), Ready: db.Ping, FollowMovesFor: cfg.FollowMovesFor,
-		Transport: tel.Transport(router.NewTransport()), Writes: writes,
+		Transport: tel.Transport(router.NewTransport()), Writes: writes, TrustedProxies: cfg.reads.Proxies,
 	})
 	if err != nil {
 		return cli.Usage(err)

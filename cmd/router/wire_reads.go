@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/berthhq/berth/internal/auth"
+	"github.com/berthhq/berth/internal/clientip"
 	"github.com/berthhq/berth/internal/config"
 	"github.com/berthhq/berth/internal/ratelimit"
 	"github.com/berthhq/berth/internal/waitingroom"
@@ -21,6 +22,9 @@ type readsConfig struct {
 	Keys        *waitingroom.Keyring          // BERTH_WAITING_ROOM_KEYS
 	TokenSecret string                        // BERTH_TOKEN_SECRET: tells clients apart by verified subject
 	TokenMaxTTL time.Duration                 // BERTH_TOKEN_MAX_TTL
+	// Proxies are the trusted proxies in front of the router (BERTH_TRUSTED_PROXIES):
+	// the client address that keys budgets and tickets is read through them.
+	Proxies clientip.Proxies
 }
 
 func loadReadsConfig(errs *config.Errors) readsConfig {
@@ -42,6 +46,13 @@ func loadReadsConfig(errs *config.Errors) readsConfig {
 	if c.TokenSecret != "" && len(c.TokenSecret) < auth.MinSecretLen {
 		errs.Add("BERTH_TOKEN_SECRET: at least %d bytes", auth.MinSecretLen)
 	}
+	if len(c.Windows) > 0 && c.TokenSecret == "" {
+		// An access token admits only the guest who joined; without
+		// verified tokens no ticket names a guest, and nobody could book.
+		errs.Add("BERTH_TOKEN_SECRET: required when BERTH_WAITING_ROOMS is set (access tokens are bound to the guest who joined)")
+	}
+	c.Proxies, err = clientip.Parse(clientip.EnvVar, config.Env(clientip.EnvVar, ""))
+	errs.Check(err)
 	return c
 }
 
@@ -53,7 +64,7 @@ func withReads(cfg readsConfig, region string, log *slog.Logger, next http.Handl
 	if len(cfg.Rules) == 0 && len(cfg.Windows) == 0 {
 		return h, close, nil
 	}
-	ident := ratelimit.Identifier{}
+	ident := ratelimit.Identifier{Proxies: cfg.Proxies}
 	if cfg.TokenSecret != "" {
 		if ident.Tokens, err = auth.New(cfg.TokenSecret, auth.WithMaxLifetime(cfg.TokenMaxTTL)); err != nil {
 			return nil, nil, err
@@ -74,7 +85,7 @@ func withReads(cfg readsConfig, region string, log *slog.Logger, next http.Handl
 		}
 		closers = append(closers, rdb.Close)
 		room := waitingroom.NewRoom(cfg.Windows, cfg.Keys, rdb, waitingroom.Options{Logger: log})
-		h = room.Mount(func(r *http.Request) string { return ident.Identify(r).Client }, h)
+		h = room.Mount(ident.Identify, h)
 	}
 	if len(cfg.Rules) > 0 {
 		rdb, err := ratelimit.NewClient(cfg.RedisURL, 50*time.Millisecond)
@@ -86,6 +97,7 @@ func withReads(cfg readsConfig, region string, log *slog.Logger, next http.Handl
 		lim := ratelimit.New(rdb, ratelimit.Options{Prefix: "berth:" + region + ":rl", Logger: log})
 		h = (&ratelimit.Middleware{Limiter: lim, Rules: cfg.Rules, Identify: ident.Identify, Logger: log}).Wrap(h)
 	}
-	log.Info("flash-crowd protection", "rate_limits", cfg.Rules.String(), "waiting_rooms", len(cfg.Windows))
+	log.Info("flash-crowd protection", "rate_limits", cfg.Rules.String(), "waiting_rooms", len(cfg.Windows),
+		"trusted_proxies", cfg.Proxies.String())
 	return h, close, nil
 }

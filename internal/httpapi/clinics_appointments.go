@@ -82,7 +82,7 @@ func (s *Server) holdAppointment(w http.ResponseWriter, r *http.Request) error {
 		return berth.Errorf(berth.CodeForbidden, "this staff token is not for clinic %s", clinicID)
 	}
 	if s.cfg.WaitingRoom != nil {
-		if err := s.cfg.WaitingRoom.Check(r, clinicID); err != nil {
+		if err := s.cfg.WaitingRoom.Check(r, clinicID, p.Subject); err != nil {
 			return err
 		}
 	}

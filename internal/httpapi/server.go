@@ -60,9 +60,9 @@ type Config struct {
 	Cache Cache
 	// WaitingRoom, when set, gates clinic appointment holds while a clinic's
 	// waiting room is open: 428 waiting_room without a valid access token
-	// (internal/waitingroom.Gate).
+	// issued to the holding principal (subject) (internal/waitingroom.Gate).
 	WaitingRoom interface {
-		Check(r *http.Request, clinicID string) error
+		Check(r *http.Request, clinicID, subject string) error
 	}
 }
 

@@ -25,9 +25,9 @@ type lateGate struct {
 	g atomic.Pointer[waitingroom.Gate]
 }
 
-func (l *lateGate) Check(r *http.Request, clinicID string) error {
+func (l *lateGate) Check(r *http.Request, clinicID, subject string) error {
 	if g := l.g.Load(); g != nil {
-		return g.Check(r, clinicID)
+		return g.Check(r, clinicID, subject)
 	}
 	return nil
 }
@@ -79,7 +79,7 @@ func TestAdmittedBookOthersGet428(t *testing.T) {
 	w := windows(t, fmt.Sprintf(`[{"clinic_id":%q,"timezone":"Europe/Madrid","start":"06:55","opens_at":"07:00","end":"07:30","admit_per_second":2}]`, clinicID))
 	rm := waitingroom.NewRoom(w, keyring(t, key2), rdb, waitingroom.Options{Now: clk.Now, Logger: quiet})
 	gate.g.Store(rm.Gate())
-	identify := func(r *http.Request) string { return ratelimit.Identifier{Tokens: env.Tokens}.Identify(r).Client }
+	identify := ratelimit.Identifier{Tokens: env.Tokens}.Identify
 	room := httptest.NewServer(rm.Handler(identify))
 	t.Cleanup(room.Close)
 	roomDo := func(method, path, token string) map[string]any {
@@ -122,6 +122,24 @@ func TestAdmittedBookOthersGet428(t *testing.T) {
 		return env.Do(bookingtest.Request{Method: "POST", Path: "/v1/clinics/" + clinicID + "/appointments",
 			Token: env.Token(guest, berth.RoleGuest), IdemKey: bookingtest.NewKey(), Header: header,
 			Body: map[string]any{"guest_id": guest, "slot_id": slots[i]}})
+	}
+	// An access token is bound to the guest it was issued to: a guest not
+	// yet admitted cannot hold with someone else's (finding 10).
+	for i := range 30 {
+		if access[i] != "" {
+			continue
+		}
+		for j := range 30 {
+			if access[j] == "" {
+				continue
+			}
+			if r := hold(i, map[string]string{waitingroom.AccessHeader: access[j]}); r.Status != http.StatusPreconditionRequired ||
+				r.Code() != string(berth.CodeWaitingRoom) {
+				t.Fatalf("g-%d holds with g-%d's access token: %d %s, want 428 waiting_room", i, j, r.Status, r.Body)
+			}
+			break
+		}
+		break
 	}
 	booked, refused := 0, 0
 	for i := range 30 {

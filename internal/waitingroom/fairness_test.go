@@ -69,7 +69,7 @@ func morningRun(t *testing.T, rm *waitingroom.Room, clk *clock, rng *rand.Rand, 
 	var lastBotPos int64
 	for _, ev := range evs {
 		clk.Set(start.Add(ev.at))
-		tk, err := rm.Issue(ctx, "c1", ev.identity)
+		tk, err := rm.Issue(ctx, "c1", ev.identity, ev.identity)
 		if err != nil {
 			t.Fatal(err)
 		}

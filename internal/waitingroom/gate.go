@@ -18,6 +18,7 @@
 package waitingroom
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -55,11 +56,13 @@ func (g *Gate) Active(clinicID string) (Instance, bool) {
 	return w.Active(g.now())
 }
 
-// Check is called by the booking service before an appointment hold. It
-// returns nil outside an active window, and a 428 waiting_room error inside
-// one unless r carries a valid access token (header Berth-Access-Token)
-// for this clinic and this window.
-func (g *Gate) Check(r *http.Request, clinicID string) error {
+// Check is called by the booking service before an appointment hold by
+// subject (the verified token subject of the request). It returns nil
+// outside an active window, and a 428 waiting_room error inside one unless r
+// carries a valid access token (header Berth-Access-Token) for this clinic,
+// this window and this subject: a token issued to one guest admits nobody
+// else, so an admitted place cannot be passed on or sold.
+func (g *Gate) Check(r *http.Request, clinicID, subject string) error {
 	clinicID = strings.ToLower(clinicID)
 	in, ok := g.Active(clinicID)
 	if !ok {
@@ -75,6 +78,12 @@ func (g *Gate) Check(r *http.Request, clinicID string) error {
 	c, err := g.keys.verify(tok, typAccess, clinicID, g.now())
 	if err == nil && c.Window != in.Date {
 		err = ErrInvalid // a token of yesterday's window
+	}
+	if err == nil && (c.Subject == "" || c.Subject != subject) {
+		return &berth.Error{Code: berth.CodeWaitingRoom, Err: fmt.Errorf("%w: issued to another guest", ErrInvalid),
+			Detail: "the access token was issued to another guest (or to a ticket taken without signing in); join the waiting room at POST " +
+				join + " with your own token",
+			Extra: map[string]any{"waiting_room": join}}
 	}
 	if err != nil {
 		return &berth.Error{Code: berth.CodeWaitingRoom, Err: err,

@@ -24,16 +24,20 @@ func IsPath(path string) bool {
 //	POST /v1/clinics/{clinic_id}/waiting-room/tickets          → 201 ticket (200 when already held)
 //	GET  /v1/clinics/{clinic_id}/waiting-room/tickets/{ticket} → 200 status
 //
-// identify names the client (one ticket per identity per window); nil keys
-// clients by their address.
-func (rm *Room) Handler(identify func(*http.Request) string) http.Handler {
+// identify names the client (one ticket per identity per window) and the
+// verified guest behind it, whom the access token will admit; nil keys
+// clients by their address and binds no guest.
+func (rm *Room) Handler(identify func(*http.Request) ratelimit.Identity) http.Handler {
 	if identify == nil {
-		identify = func(r *http.Request) string { return "ip:" + ratelimit.RemoteIP(r) }
+		identify = func(r *http.Request) ratelimit.Identity {
+			return ratelimit.Identity{Client: "ip:" + ratelimit.RemoteIP(r)}
+		}
 	}
 	mux := http.NewServeMux()
 	log := rm.opts.Logger
 	mux.HandleFunc("POST /v1/clinics/{clinic_id}/waiting-room/tickets", func(w http.ResponseWriter, r *http.Request) {
-		t, err := rm.Issue(r.Context(), r.PathValue("clinic_id"), identify(r))
+		who := identify(r)
+		t, err := rm.Issue(r.Context(), r.PathValue("clinic_id"), who.Client, who.Guest)
 		if err != nil {
 			httpapi.WriteProblem(w, r, log, err)
 			return
@@ -66,7 +70,7 @@ func (rm *Room) Handler(identify func(*http.Request) string) http.Handler {
 
 // Mount serves the waiting room's paths from rm and passes every other
 // request to next (the router).
-func (rm *Room) Mount(identify func(*http.Request) string, next http.Handler) http.Handler {
+func (rm *Room) Mount(identify func(*http.Request) ratelimit.Identity, next http.Handler) http.Handler {
 	room := rm.Handler(identify)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if IsPath(r.URL.Path) {

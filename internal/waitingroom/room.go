@@ -130,7 +130,9 @@ func (rm *Room) keys(in Instance) []string {
 
 // Issue gives identity its ticket for the clinic's active window: a new one
 // the first time, the same one (with its current position) after that.
-func (rm *Room) Issue(ctx context.Context, clinicID, identity string) (Ticket, error) {
+// subject, the verified guest behind identity ("" when none), is bound into
+// the ticket and the access token it earns.
+func (rm *Room) Issue(ctx context.Context, clinicID, identity, subject string) (Ticket, error) {
 	clinicID = strings.ToLower(clinicID)
 	now := rm.opts.Now()
 	in, err := rm.active(clinicID, now)
@@ -164,7 +166,7 @@ func (rm *Room) Issue(ctx context.Context, clinicID, identity string) (Ticket, e
 		return Ticket{}, rm.unavailable(ctx, "issue ticket", fmt.Errorf("inconsistent queue entry %q rank %d", cur, rank))
 	}
 	pos := rank + 1
-	tok := rm.gate.keys.sign(claims{Typ: typTicket, ClinicID: clinicID, TicketID: id, Window: in.Date,
+	tok := rm.gate.keys.sign(claims{Typ: typTicket, ClinicID: clinicID, TicketID: id, Window: in.Date, Subject: subject,
 		IssuedAt: iat, Expires: in.End.UnixMilli()})
 	return Ticket{Token: tok, Position: pos, EstimatedWaitSeconds: waitSeconds(in, pos, now),
 		OpensAt: in.Opens.UTC().Format(time.RFC3339), Created: created == 1}, nil
@@ -202,7 +204,7 @@ func (rm *Room) Status(ctx context.Context, clinicID, ticket string) (Status, er
 	if st.Admitted {
 		exp := now.Add(rm.opts.AccessTTL)
 		st.AccessToken = rm.gate.keys.sign(claims{Typ: typAccess, ClinicID: clinicID, TicketID: c.TicketID, Window: in.Date,
-			IssuedAt: now.UnixMilli(), Expires: exp.UnixMilli()})
+			Subject: c.Subject, IssuedAt: now.UnixMilli(), Expires: exp.UnixMilli()})
 		st.AccessExpiresAt = exp.UTC().Format(time.RFC3339)
 	}
 	return st, nil

@@ -11,13 +11,18 @@ import (
 	"time"
 
 	"github.com/berthhq/berth/internal/berth"
+	"github.com/berthhq/berth/internal/ratelimit"
 	"github.com/berthhq/berth/internal/waitingroom"
 )
 
 // server is the room's HTTP handler; clients are told apart by address.
 func server(t *testing.T, rm *waitingroom.Room) *httptest.Server {
 	t.Helper()
-	srv := httptest.NewServer(rm.Handler(func(r *http.Request) string { return r.Header.Get("X-Test-Client") }))
+	// The client's name is also the verified guest its tickets are bound to.
+	srv := httptest.NewServer(rm.Handler(func(r *http.Request) ratelimit.Identity {
+		c := r.Header.Get("X-Test-Client")
+		return ratelimit.Identity{Client: c, Guest: c}
+	}))
 	t.Cleanup(srv.Close)
 	return srv
 }
@@ -109,7 +114,7 @@ func TestTicketFlow(t *testing.T) {
 	clk.Set(at(4, 7, 0, 10))
 	gate := rm.Gate()
 	admitted := 0
-	for _, tok := range tickets {
+	for client, tok := range tickets {
 		a := call(t, "GET", base+"/"+tok, "anyone") // the ticket is the bearer
 		pos := a.body["position"].(float64)
 		if want := pos <= 20; a.body["admitted"] != want {
@@ -119,13 +124,16 @@ func TestTicketFlow(t *testing.T) {
 		if a.body["admitted"] == true {
 			admitted++
 			hold.Header.Set(waitingroom.AccessHeader, a.body["access_token"].(string))
-			if err := gate.Check(hold, "c1"); err != nil {
+			if err := gate.Check(hold, "c1", client); err != nil {
 				t.Fatalf("admitted token refused: %v", err)
 			}
-			if err := gate.Check(hold, "c2"); berth.ErrorCode(err) != berth.CodeWaitingRoom {
+			if err := gate.Check(hold, "c2", client); berth.ErrorCode(err) != berth.CodeWaitingRoom {
 				t.Fatalf("a c1 token opened c2: %v", err)
 			}
-		} else if err := gate.Check(hold, "c1"); berth.ErrorCode(err) != berth.CodeWaitingRoom {
+			if err := gate.Check(hold, "c1", client+"-other"); berth.ErrorCode(err) != berth.CodeWaitingRoom {
+				t.Fatalf("%s's token admitted another guest: %v", client, err)
+			}
+		} else if err := gate.Check(hold, "c1", client); berth.ErrorCode(err) != berth.CodeWaitingRoom {
 			t.Fatalf("no token during the window: %v, want waiting_room", err)
 		}
 	}
@@ -135,12 +143,12 @@ func TestTicketFlow(t *testing.T) {
 	// A ticket is not an access token.
 	hold := httptest.NewRequest("POST", "/v1/clinics/c1/appointments", nil)
 	hold.Header.Set(waitingroom.AccessHeader, tickets["pAa"])
-	if err := gate.Check(hold, "c1"); berth.ErrorCode(err) != berth.CodeWaitingRoom {
+	if err := gate.Check(hold, "c1", "pAa"); berth.ErrorCode(err) != berth.CodeWaitingRoom {
 		t.Fatalf("a ticket used as an access token: %v", err)
 	}
 	// After the window, holds need nothing.
 	clk.Set(at(4, 7, 30, 0))
-	if err := gate.Check(httptest.NewRequest("POST", "/", nil), "c1"); err != nil {
+	if err := gate.Check(httptest.NewRequest("POST", "/", nil), "c1", "anyone"); err != nil {
 		t.Fatalf("after the window: %v", err)
 	}
 	if a := call(t, "GET", base+"/"+tickets["pAa"], "pAa"); a.status != http.StatusUnauthorized {
@@ -205,14 +213,14 @@ func TestKeyRotation(t *testing.T) {
 	rotated := waitingroom.NewRoom(w, keyring(t, key2, key1), rdb, waitingroom.Options{Now: clk.Now, Logger: quiet})
 	retired := waitingroom.NewRoom(w, keyring(t, key2), rdb, waitingroom.Options{Now: clk.Now, Logger: quiet})
 	ctx := context.Background()
-	tk, err := old.Issue(ctx, "c1", "me")
+	tk, err := old.Issue(ctx, "c1", "me", "me")
 	if err != nil || !strings.HasPrefix(tk.Token, "k1.") {
 		t.Fatalf("old key: %v %q", err, tk.Token)
 	}
 	if _, err := rotated.Status(ctx, "c1", tk.Token); err != nil {
 		t.Fatalf("k1 ticket after rotation: %v", err)
 	}
-	again, err := rotated.Issue(ctx, "c1", "me")
+	again, err := rotated.Issue(ctx, "c1", "me", "me")
 	if err != nil || !strings.HasPrefix(again.Token, "k2.") || again.Position != tk.Position {
 		t.Fatalf("same ticket re-signed by k2: %v %q pos %d/%d", err, again.Token, again.Position, tk.Position)
 	}
@@ -233,7 +241,7 @@ func TestRedisDown(t *testing.T) {
 	if a.status != http.StatusServiceUnavailable || a.header.Get("Retry-After") == "" {
 		t.Fatalf("Redis down: %d %v", a.status, a.body)
 	}
-	if err := rm.Gate().Check(httptest.NewRequest("POST", "/", nil), "c1"); berth.ErrorCode(err) != berth.CodeWaitingRoom {
+	if err := rm.Gate().Check(httptest.NewRequest("POST", "/", nil), "c1", "anyone"); berth.ErrorCode(err) != berth.CodeWaitingRoom {
 		t.Fatalf("gate with Redis down: %v", err)
 	}
 }

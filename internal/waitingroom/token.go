@@ -38,6 +38,10 @@ type claims struct {
 	Typ      string `json:"typ"`
 	ClinicID string `json:"cid"`
 	TicketID string `json:"tid"`
+	// Subject is the verified token subject (the guest) who joined; an
+	// access token admits holds of that guest only. "" for a ticket taken
+	// without a verified token: its access token admits nobody.
+	Subject  string `json:"sub,omitempty"`
 	Window   string `json:"win"` // the window's local date
 	IssuedAt int64  `json:"iat"` // unix ms
 	Expires  int64  `json:"exp"` // unix ms
