@@ -89,8 +89,8 @@ func startServiceWith(t *testing.T, opts serviceOptions) *service {
 		// behind a row lock on purpose.
 		LockTimeout: time.Minute, StatementTimeout: time.Minute,
 		SweepInterval: time.Second, MaxConns: 32, ShutdownTimeout: time.Minute, LogFormat: "json",
-		GuestLimits: berth.DefaultGuestLimits, TokenMaxTTL: auth.DefaultMaxLifetime,
-		telemetry: []telemetry.Option{telemetry.WithSyncSpanExporter(spans), telemetry.WithoutGlobals()},
+		GuestLimits: berth.DefaultGuestLimits,
+		telemetry:   []telemetry.Option{telemetry.WithSyncSpanExporter(spans), telemetry.WithoutGlobals()},
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &service{spans: spans, logs: &syncBuffer{}, stop: cancel, exited: make(chan error, 1)}
