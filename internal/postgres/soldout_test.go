@@ -60,7 +60,7 @@ func TestFreedRoomsAreBookableDespiteTheSoldOutCache(t *testing.T) {
 			key = uuid.NewString()
 		}
 		resp, err := s.Hold(ctx, reservation.HoldRequest{ReservationID: uuid.NewString(), HotelID: h.ID, RoomTypeID: h.RoomTypeID,
-			GuestID: "g", Stay: stay, Quantity: 1}, &berth.Idem{Key: key, Hash: "h", Render: renderAnswer})
+			GuestID: "g-" + key, Stay: stay, Quantity: 1}, &berth.Idem{Key: key, Hash: "h", Render: renderAnswer})
 		if err != nil {
 			t.Errorf("hold: %v", err)
 			return "", 0
