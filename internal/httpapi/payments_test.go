@@ -144,6 +144,7 @@ func TestPaymentWebhook(t *testing.T) {
 		if status, _ := reservationState(t, e, h, id); status != "cancelled" {
 			t.Fatalf("status %s, want cancelled", status)
 		}
+		e.AssertInventory() // the nights and the guest's hold count came back
 	})
 
 	t.Run("payment.failed after confirmation changes nothing", func(t *testing.T) {

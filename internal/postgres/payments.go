@@ -44,6 +44,8 @@ func (s *Store) PaymentFailed(ctx context.Context, kind berth.Kind, partitionID,
 		if err := releaseStay(ctx, tx, r); err != nil {
 			return nil, err
 		}
+		queueReleaseGuestHold(b, r) // a held reservation: it counted as a hold
+
 		now, err := dbNow(ctx, tx)
 		if err != nil {
 			return nil, err
