@@ -29,6 +29,7 @@ var edge = []string{
 	"internal/events",
 	"internal/httpapi",
 	"internal/natsbus",
+	"internal/notify",
 	"internal/payments",
 	"internal/ratelimit",
 	"internal/readmodel",

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/berthhq/berth/internal/events"
-	"github.com/berthhq/berth/internal/postgres"
 	"github.com/berthhq/berth/internal/view"
 )
 
@@ -23,16 +22,14 @@ var templates = map[string]string{
 }
 
 // Queue is the notification queue the notifier writes and drains
-// (postgres.Notifications).
+// (view.Notifications).
 type Queue interface {
-	Queue(ctx context.Context, guestID string, msgs []postgres.Notification) error
-	Claim(ctx context.Context, limit int) ([]postgres.ClaimedNotification, error)
+	Queue(ctx context.Context, guestID string, msgs []view.Notification) error
+	Claim(ctx context.Context, limit int) ([]view.ClaimedNotification, error)
 	Sent(ctx context.Context, key, channel string) error
 	Retry(ctx context.Context, key, channel string, giveUp bool, lastErr string, delay time.Duration) error
 	DueReminders(ctx context.Context, limit int) ([]view.Item, error)
 }
-
-var _ Queue = (*postgres.Notifications)(nil)
 
 // Notifier turns events into queued messages and sends them.
 type Notifier struct {
@@ -97,9 +94,9 @@ func (n *Notifier) Apply(ctx context.Context, e events.Envelope) error {
 }
 
 func (n *Notifier) enqueue(ctx context.Context, guestID string, msgs []Message) error {
-	rows := make([]postgres.Notification, len(msgs))
+	rows := make([]view.Notification, len(msgs))
 	for i, m := range msgs {
-		rows[i] = postgres.Notification(m)
+		rows[i] = view.Notification(m)
 	}
 	return n.queue.Queue(ctx, guestID, rows)
 }

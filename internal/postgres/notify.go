@@ -18,22 +18,12 @@ type Notifications struct {
 // NewNotifications returns the notification queue on db.
 func NewNotifications(db *DB) *Notifications { return &Notifications{db: db} }
 
-// Notification is one message to one recipient on one channel.
-type Notification struct {
-	Key      string // event id or reminder key; with Channel, the dedup key
-	Channel  string
-	Template string
-	To       string
-	Subject  string
-	Body     string
-}
-
-// ClaimedNotification is a notification claimed for sending, with the
-// number of attempts including this one.
-type ClaimedNotification struct {
-	Notification
-	Attempts int
-}
+// Notification and ClaimedNotification are the queue's rows (package
+// view holds the values, so the notifier never reaches the driver).
+type (
+	Notification        = view.Notification
+	ClaimedNotification = view.ClaimedNotification
+)
 
 // Queue queues msgs for guestID in one transaction. The unique (message
 // key, channel) row is the idempotency record: a message queued before is

@@ -1,8 +1,8 @@
 // Package view is the vocabulary of the per-guest view of every
 // reservation and appointment: its items and how booking events project
 // into them, the keyset positions that page through a guest's items, the
-// partners whose keys read it, and what a rebuild or a verification of the
-// view reports. It does no I/O: the read model's HTTP API and projector
+// partners whose keys read it, what a rebuild or a verification of the
+// view reports, and the notifications queued for a guest. It does no I/O: the read model's HTTP API and projector
 // (readmodel), the store that keeps the view (postgres) and the notifier
 // all speak of these values.
 package view
@@ -125,4 +125,21 @@ type Grant struct {
 	PartnerID   string    `json:"partner_id"`
 	PartnerName string    `json:"partner_name"`
 	GrantedAt   time.Time `json:"granted_at"`
+}
+
+// Notification is one message to one recipient on one channel.
+type Notification struct {
+	Key      string // event id or reminder key; with Channel, the dedup key
+	Channel  string
+	Template string
+	To       string
+	Subject  string
+	Body     string
+}
+
+// ClaimedNotification is a notification claimed for sending, with the
+// number of attempts including this one.
+type ClaimedNotification struct {
+	Notification
+	Attempts int
 }
