@@ -115,6 +115,15 @@ func (h invalidatingHotels) CreateHotel(ctx context.Context, v reservation.Hotel
 	return v, err
 }
 
+func (h invalidatingHotels) UpdateHotel(ctx context.Context, hotelID string, p reservation.HotelPatch) (reservation.Hotel, error) {
+	v, err := h.HotelStore.UpdateHotel(ctx, hotelID, p)
+	if err == nil {
+		h.invalidate(ctx, string(berth.KindHotel), hotelID)
+		h.invalidate(ctx, "city", search.FoldCity(v.City))
+	}
+	return v, err
+}
+
 func (h invalidatingHotels) CreateRoomType(ctx context.Context, rt reservation.RoomType) (reservation.RoomType, error) {
 	rt, err := h.HotelStore.CreateRoomType(ctx, rt)
 	if err == nil {

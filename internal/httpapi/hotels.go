@@ -20,6 +20,7 @@ func (s *Server) hotelRoutes() {
 	s.mux.HandleFunc("POST /v1/hotels", s.handle(s.createHotel))
 	s.mux.HandleFunc("GET /v1/hotels", s.handle(s.searchHotels))
 	s.mux.HandleFunc("GET /v1/hotels/{hotel_id}", s.handle(s.getHotel))
+	s.mux.HandleFunc("PATCH /v1/hotels/{hotel_id}", s.handle(s.updateHotel))
 	s.mux.HandleFunc("POST /v1/hotels/{hotel_id}/room-types", s.handle(s.createRoomType))
 	s.mux.HandleFunc("PUT /v1/hotels/{hotel_id}/room-types/{room_type_id}/inventory", s.handle(s.setInventory))
 	s.mux.HandleFunc("GET /v1/hotels/{hotel_id}/availability", s.handle(s.availability))
@@ -53,11 +54,14 @@ func text(f *Fields, name, v string, maxLen int) string {
 }
 
 type createHotelRequest struct {
-	Name       string `json:"name"`
-	City       string `json:"city"`
-	Country    string `json:"country"`
-	Timezone   string `json:"timezone"`
-	HomeRegion string `json:"home_region"`
+	Name       string    `json:"name"`
+	City       string    `json:"city"`
+	Country    string    `json:"country"`
+	Timezone   string    `json:"timezone"`
+	HomeRegion string    `json:"home_region"`
+	Latitude   *float64  `json:"latitude"`
+	Longitude  *float64  `json:"longitude"`
+	Amenities  *[]string `json:"amenities"`
 }
 
 func (s *Server) createHotel(w http.ResponseWriter, r *http.Request) error {
@@ -73,18 +77,21 @@ func (s *Server) createHotel(w http.ResponseWriter, r *http.Request) error {
 		ID:         uuid.NewString(),
 		Name:       text(&f, "name", req.Name, 200),
 		City:       text(&f, "city", req.City, 100),
-		Country:    strings.ToUpper(text(&f, "country", req.Country, 2)),
+		Country:    country(&f, req.Country),
 		Timezone:   text(&f, "timezone", req.Timezone, 64),
 		HomeRegion: req.HomeRegion,
-	}
-	if len(h.Country) != 2 {
-		f.Add("country", "want an ISO 3166-1 alpha-2 code")
+		Latitude:   req.Latitude,
+		Longitude:  req.Longitude,
+		Amenities:  amenities(&f, req.Amenities),
 	}
 	if _, err := time.LoadLocation(h.Timezone); h.Timezone != "" && (err != nil || h.Timezone == "Local") {
 		f.Add("timezone", "unknown IANA time zone")
 	}
 	if !berth.ValidRegion(h.HomeRegion) {
 		f.Add("home_region", "want one of "+strings.Join(berth.Regions(), ", "))
+	}
+	if err := reservation.ValidLocation(h.Latitude, h.Longitude); err != nil {
+		f.Add("latitude", err.Error())
 	}
 	if err := f.Err(); err != nil {
 		return err
@@ -95,6 +102,112 @@ func (s *Server) createHotel(w http.ResponseWriter, r *http.Request) error {
 	}
 	w.Header().Set("Location", "/v1/hotels/"+h.ID)
 	WriteJSON(w, http.StatusCreated, h)
+	return nil
+}
+
+// country checks an ISO 3166-1 alpha-2 code and upper-cases it.
+func country(f *Fields, v string) string {
+	c := strings.ToUpper(text(f, "country", v, 2))
+	if len(c) != 2 {
+		f.Add("country", "want an ISO 3166-1 alpha-2 code")
+	}
+	return c
+}
+
+// amenities checks optional amenity codes; absent is none.
+func amenities(f *Fields, v *[]string) []string {
+	if v == nil {
+		return []string{}
+	}
+	a, err := reservation.NormalizeAmenities(*v)
+	if err != nil {
+		f.Add("amenities", err.Error())
+	}
+	return a
+}
+
+// updateHotelRequest names the fields to change; absent fields stay. A
+// location is set with both coordinates, or removed with both null.
+type updateHotelRequest struct {
+	Name      *string           `json:"name"`
+	City      *string           `json:"city"`
+	Country   *string           `json:"country"`
+	Latitude  optional[float64] `json:"latitude"`
+	Longitude optional[float64] `json:"longitude"`
+	Amenities *[]string         `json:"amenities"`
+}
+
+// optional tells an absent JSON field from an explicit null.
+type optional[T any] struct {
+	Set   bool
+	Value *T
+}
+
+func (o *optional[T]) UnmarshalJSON(b []byte) error {
+	o.Set = true
+	if string(b) == "null" {
+		o.Value = nil
+		return nil
+	}
+	var v T
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	o.Value = &v
+	return nil
+}
+
+// updateHotel serves PATCH /v1/hotels/{hotel_id}: a catalog change, written
+// in the hotel's home region with its hotel.catalog event.
+func (s *Server) updateHotel(w http.ResponseWriter, r *http.Request) error {
+	hotelID, err := PathID(r, "hotel_id", "hotel")
+	if err != nil {
+		return err
+	}
+	if _, err := s.requireRole(r, berth.RoleAdmin); err != nil {
+		return err
+	}
+	var req updateHotelRequest
+	if err := Decode(w, r, &req); err != nil {
+		return err
+	}
+	var (
+		f Fields
+		p reservation.HotelPatch
+	)
+	if req.Name != nil {
+		v := text(&f, "name", *req.Name, 200)
+		p.Name = &v
+	}
+	if req.City != nil {
+		v := text(&f, "city", *req.City, 100)
+		p.City = &v
+	}
+	if req.Country != nil {
+		v := country(&f, *req.Country)
+		p.Country = &v
+	}
+	if req.Latitude.Set || req.Longitude.Set {
+		if req.Latitude.Set != req.Longitude.Set {
+			f.Add("latitude", reservation.ErrLocation.Error())
+		} else if err := reservation.ValidLocation(req.Latitude.Value, req.Longitude.Value); err != nil {
+			f.Add("latitude", err.Error())
+		}
+		p.Latitude, p.Longitude = req.Latitude.Value, req.Longitude.Value
+		p.ClearLocation = req.Latitude.Value == nil
+	}
+	if req.Amenities != nil {
+		a := amenities(&f, req.Amenities)
+		p.Amenities = &a
+	}
+	if err := f.Err(); err != nil {
+		return err
+	}
+	h, err := s.cfg.Hotels.UpdateHotel(r.Context(), hotelID, p)
+	if err != nil {
+		return err
+	}
+	WriteJSON(w, http.StatusOK, h)
 	return nil
 }
 

@@ -18,6 +18,7 @@ import (
 type HotelStore interface {
 	CreateHotel(ctx context.Context, h reservation.Hotel) (reservation.Hotel, error)
 	GetHotel(ctx context.Context, hotelID string) (reservation.Hotel, error)
+	UpdateHotel(ctx context.Context, hotelID string, p reservation.HotelPatch) (reservation.Hotel, error)
 	CreateRoomType(ctx context.Context, rt reservation.RoomType) (reservation.RoomType, error)
 	SetInventory(ctx context.Context, hotelID, roomTypeID string, from, to reservation.Date, total int, onlyMissing bool) (int, error)
 	Availability(ctx context.Context, hotelID string, stay reservation.Stay, roomTypeID string) (reservation.Availability, error)

@@ -41,7 +41,8 @@ func (s *Store) PaymentFailed(ctx context.Context, kind berth.Kind, partitionID,
 		if !reservation.CancelOnPaymentFailure(r.Status) {
 			return r, nil
 		}
-		if err := releaseStay(ctx, tx, r); err != nil {
+		counts, err := releaseStay(ctx, tx, r)
+		if err != nil {
 			return nil, err
 		}
 		queueReleaseGuestHold(b, r) // a held reservation: it counted as a hold
@@ -51,7 +52,7 @@ func (s *Store) PaymentFailed(ctx context.Context, kind berth.Kind, partitionID,
 			return nil, err
 		}
 		setStatus(b, &r, reservation.StatusCancelled, now)
-		return r, queueEvents(ctx, b, s.region, reservationEvent(reservation.EventCancelled, r))
+		return r, queueEvents(ctx, b, s.region, reservationEvent(reservation.EventCancelled, r), inventoryEvent(r, counts))
 	})
 }
 

@@ -33,12 +33,12 @@ import (
 // transaction, so a hold either commits first (and moves with them) or finds
 // them re-homed.
 const takeStaySQL = `
-UPDATE room_inventory AS i SET reserved = i.reserved + $5
+UPDATE room_inventory AS i SET reserved = i.reserved + $5, version = i.version + 1
 FROM room_types AS rt
 WHERE i.hotel_id = $1 AND i.room_type_id = $2 AND i.night >= $3 AND i.night < $4
   AND i.home_region = $6 AND i.reserved + $5 <= i.sell_limit
   AND rt.hotel_id = $1 AND rt.room_type_id = $2
-RETURNING i.night, rt.price_cents, rt.currency, now()`
+RETURNING i.night, rt.price_cents, rt.currency, now(), i.sell_limit - i.reserved, i.version`
 
 // nightsWithRoomsSQL lists the nights of a stay that have qty rooms by the
 // committed state, without locks, and says whether the room type exists: what
@@ -51,6 +51,7 @@ SELECT EXISTS (SELECT 1 FROM room_types WHERE hotel_id = $1 AND room_type_id = $
 
 type taken struct {
 	nights    []time.Time
+	counts    []reservation.NightCount // what is left of each night taken
 	expiresAt time.Time
 	now       time.Time
 	price     int64
@@ -65,11 +66,16 @@ func takeStay(ctx context.Context, tx pgx.Tx, region, hotelID, roomTypeID string
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var night time.Time
-		if err := rows.Scan(&night, &t.price, &t.currency, &t.now); err != nil {
+		var (
+			night time.Time
+			left  int32
+			c     reservation.NightCount
+		)
+		if err := rows.Scan(&night, &t.price, &t.currency, &t.now, &left, &c.Version); err != nil {
 			return t, fmt.Errorf("take nights: %w", err)
 		}
-		t.nights = append(t.nights, night)
+		c.Night, c.Available = reservation.DateOf(night).String(), int(left)
+		t.nights, t.counts = append(t.nights, night), append(t.counts, c)
 	}
 	if err := rows.Err(); err != nil {
 		return t, fmt.Errorf("take nights: %w", err)
@@ -146,23 +152,36 @@ WITH locked AS (
     ORDER BY night
     FOR UPDATE
 )
-UPDATE room_inventory AS i SET reserved = i.reserved - $4
+UPDATE room_inventory AS i SET reserved = i.reserved - $4, version = i.version + 1
 FROM locked
-WHERE i.hotel_id = $1 AND i.room_type_id = $2 AND i.night = locked.night`
+WHERE i.hotel_id = $1 AND i.room_type_id = $2 AND i.night = locked.night
+RETURNING i.night, GREATEST(i.sell_limit - i.reserved, 0), i.version`
 
-func releaseStay(ctx context.Context, tx pgx.Tx, r reservation.Reservation) error {
+// releaseStay gives a reservation's nights back and returns what is left of
+// each, for its inventory.changed event.
+func releaseStay(ctx context.Context, tx pgx.Tx, r reservation.Reservation) ([]reservation.NightCount, error) {
 	dates := make([]time.Time, 0, r.Stay().Nights())
 	for _, d := range r.Stay().Dates() {
 		dates = append(dates, d.Time())
 	}
-	tag, err := tx.Exec(ctx, releaseNightsSQL, r.HotelID, r.RoomTypeID, dates, r.Quantity)
+	counts, err := nightCounts(tx.Query(ctx, releaseNightsSQL, r.HotelID, r.RoomTypeID, dates, r.Quantity))
 	if err != nil {
-		return fmt.Errorf("release nights: %w", err)
+		return nil, fmt.Errorf("release nights: %w", err)
 	}
-	if int(tag.RowsAffected()) != len(dates) {
-		return fmt.Errorf("release nights of %s: %d of %d nights found", r.ID, tag.RowsAffected(), len(dates))
+	if len(counts) != len(dates) {
+		return nil, fmt.Errorf("release nights of %s: %d of %d nights found", r.ID, len(counts), len(dates))
 	}
-	return nil
+	return counts, nil
+}
+
+// inventoryEvent is the inventory.changed event of a reservation's nights.
+func inventoryEvent(r reservation.Reservation, counts []reservation.NightCount) event {
+	var top int64
+	for _, c := range counts {
+		top = max(top, c.Version)
+	}
+	return event{kind: berth.KindHotel, partitionID: r.HotelID, typ: reservation.EventInventory, aggregateID: r.RoomTypeID,
+		version: top, data: reservation.InventoryChange{HotelID: r.HotelID, RoomTypeID: r.RoomTypeID, Nights: counts}}
 }
 
 // heldReservation is the reservation a hold records once its nights are taken.
@@ -331,7 +350,7 @@ func (s *Store) Confirm(ctx context.Context, hotelID, reservationID string, pay 
 		r.PaymentRef = pay.Ref
 		setStatus(b, &r, reservation.StatusConfirmed, t.now.UTC())
 		queuePaymentAudit(b, s.region, due, pay)
-		return r, queueEvents(ctx, b, s.region, reservationEvent(reservation.EventConfirmed, r))
+		return r, queueEvents(ctx, b, s.region, reservationEvent(reservation.EventConfirmed, r), inventoryEvent(r, t.counts))
 	})
 }
 
@@ -351,7 +370,8 @@ func (s *Store) Cancel(ctx context.Context, hotelID, reservationID string, autho
 		if !reservation.CanCancel(r.Status) {
 			return r, berth.Errorf(berth.CodeInvalidState, "a %s reservation cannot be cancelled", r.Status)
 		}
-		if err := releaseStay(ctx, tx, r); err != nil {
+		counts, err := releaseStay(ctx, tx, r)
+		if err != nil {
 			return nil, err
 		}
 		if r.Status == reservation.StatusHeld {
@@ -362,6 +382,6 @@ func (s *Store) Cancel(ctx context.Context, hotelID, reservationID string, autho
 			return nil, err
 		}
 		setStatus(b, &r, reservation.StatusCancelled, now)
-		return r, queueEvents(ctx, b, s.region, reservationEvent(reservation.EventCancelled, r))
+		return r, queueEvents(ctx, b, s.region, reservationEvent(reservation.EventCancelled, r), inventoryEvent(r, counts))
 	})
 }

@@ -158,7 +158,7 @@ func (s *Store) SetOutOfOrder(ctx context.Context, hotelID, roomID string, from,
 	for _, d := range stay.Dates() {
 		dates = append(dates, d.Time())
 	}
-	_, err := s.write(ctx, berth.KindHotel, hotelID, nil, func(tx pgx.Tx, _ *pgx.Batch) (any, error) {
+	_, err := s.write(ctx, berth.KindHotel, hotelID, nil, func(tx pgx.Tx, b *pgx.Batch) (any, error) {
 		var (
 			roomTypeID string
 			pct        int32
@@ -204,7 +204,11 @@ func (s *Store) SetOutOfOrder(ctx context.Context, hotelID, roomID string, from,
 		if out {
 			delta = 1
 		}
-		return nil, adjustOutOfOrder(ctx, tx, hotelID, roomTypeID, int(pct), nights, changed, delta)
+		counts, err := adjustOutOfOrder(ctx, tx, hotelID, roomTypeID, int(pct), nights, changed, delta)
+		if err != nil {
+			return nil, err
+		}
+		return nil, queueInventory(ctx, b, s.region, hotelID, roomTypeID, counts)
 	})
 	if err != nil {
 		return reservation.Room{}, err
@@ -263,10 +267,11 @@ func markOutOfOrder(ctx context.Context, tx pgx.Tx, region, hotelID, roomID, roo
 
 // adjustOutOfOrder adds delta to the out-of-order count of the changed
 // nights (all among the locked nights) and folds the sellable limit again,
-// refusing nights whose reserved rooms would exceed it.
-func adjustOutOfOrder(ctx context.Context, tx pgx.Tx, hotelID, roomTypeID string, pct int, nights []inventoryNight, changed []time.Time, delta int) error {
+// refusing nights whose reserved rooms would exceed it. It returns what is
+// left of each changed night, for the inventory.changed event.
+func adjustOutOfOrder(ctx context.Context, tx pgx.Tx, hotelID, roomTypeID string, pct int, nights []inventoryNight, changed []time.Time, delta int) ([]reservation.NightCount, error) {
 	if len(changed) == 0 {
-		return nil
+		return nil, nil
 	}
 	isChanged := map[string]bool{}
 	for _, c := range changed {
@@ -289,18 +294,18 @@ func adjustOutOfOrder(ctx context.Context, tx pgx.Tx, hotelID, roomTypeID string
 		dates, ooo, limits = append(dates, n.night), append(ooo, int32(o)), append(limits, int32(limit))
 	}
 	if len(over) > 0 {
-		return &berth.Error{Code: berth.CodeInvalidState,
+		return nil, &berth.Error{Code: berth.CodeInvalidState,
 			Detail: fmt.Sprintf("%d night(s) have more rooms reserved than would be left to sell", len(over)),
 			Extra:  map[string]any{"nights": over}}
 	}
-	_, err := tx.Exec(ctx, `UPDATE room_inventory AS i SET out_of_order = u.o, sell_limit = u.l
+	counts, err := nightCounts(tx.Query(ctx, `UPDATE room_inventory AS i SET out_of_order = u.o, sell_limit = u.l, version = i.version + 1
 		FROM unnest($3::DATE[], $4::INT4[], $5::INT4[]) AS u(night, o, l)
-		WHERE i.hotel_id = $1 AND i.room_type_id = $2 AND i.night = u.night`,
-		hotelID, roomTypeID, dates, ooo, limits)
+		WHERE i.hotel_id = $1 AND i.room_type_id = $2 AND i.night = u.night
+		RETURNING i.night, GREATEST(i.sell_limit - i.reserved, 0), i.version`, hotelID, roomTypeID, dates, ooo, limits))
 	if err != nil {
-		return fmt.Errorf("update out-of-order counts: %w", err)
+		return nil, fmt.Errorf("update out-of-order counts: %w", err)
 	}
-	return nil
+	return counts, nil
 }
 
 // collectNights reads a one-column result of dates.

@@ -142,7 +142,7 @@ func HoldScript(req reservation.HoldRequest, region string, ttl time.Duration, k
 	return Script{Name: "hold", Trips: []Trip{
 		{Steps: []Step{
 			{SQL: takeStaySQL, Args: []string{"hotel_id", "room_type_id", "check_in", "check_out", "quantity", "region"},
-				Returns: []string{"night", "price_cents", "currency", "now"}},
+				Returns: []string{"night", "price_cents", "currency", "now", "left", "night_version"}},
 		}},
 		{Before: func(v Vars) error { return bindHeld(req, region, ttl, v) }, Steps: []Step{
 			{SQL: takeGuestHoldSQL, Args: []string{"hotel_id", "guest_id", "region", "quantity", "max_holds", "max_quantity"},
@@ -152,6 +152,8 @@ func HoldScript(req reservation.HoldRequest, region string, ttl time.Duration, k
 				"contact_email", "contact_phone", "created_at"}},
 			{SQL: insertOutboxSQL, Args: []string{"hotel_id", "event_id", "region", "kind", "event_type", "reservation_id",
 				"version", "seq", "payload", "trace_context"}},
+			{SQL: insertOutboxSQL, Args: []string{"hotel_id", "inv_event_id", "region", "kind", "inv_event_type", "room_type_id",
+				"night_version", "inv_seq", "inv_payload", "trace_context"}},
 			{SQL: claimAnsweredKeySQL, Args: []string{"hotel_id", "idem_key", "region", "request_hash", "response_status", "response_body"}},
 		}},
 	}}, v
@@ -175,11 +177,22 @@ func bindHeld(req reservation.HoldRequest, region string, ttl time.Duration, v V
 		return err
 	}
 	ev := reservationEvent(reservation.EventHeld, r)
+	// The inventory event names every night taken; the script knows the
+	// last row the take returned, which is one night of the stay.
+	night, _ := v["night"].(time.Time)
+	left, _ := v["left"].(int32)
+	nv, _ := v["night_version"].(int64)
+	inv, err := json.Marshal(inventoryEvent(r, []reservation.NightCount{{Night: reservation.DateOf(night).String(),
+		Available: int(left), Version: nv}}).data)
+	if err != nil {
+		return err
+	}
 	for name, val := range map[string]any{
 		"reservation_id": r.ID, "guest_id": r.GuestID, "status": string(r.Status), "hold_expires_at": r.HoldExpiresAt,
 		"total_price_cents": r.TotalPriceCents, "contact_email": r.ContactEmail, "contact_phone": r.ContactPhone,
 		"created_at": r.CreatedAt, "event_id": newEventID(), "kind": string(ev.kind), "event_type": ev.typ, "version": ev.version,
-		"seq": 0, "payload": payload, "trace_context": (*string)(nil), "response_status": 201, "response_body": payload, "region": region,
+		"seq": 0, "payload": payload, "inv_event_id": newEventID(), "inv_event_type": reservation.EventInventory, "inv_seq": 1,
+		"inv_payload": inv, "trace_context": (*string)(nil), "response_status": 201, "response_body": payload, "region": region,
 	} {
 		v[name] = val
 	}

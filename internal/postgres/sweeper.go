@@ -56,7 +56,8 @@ func (s *Store) ExpireHolds(ctx context.Context, limit int) (int, error) {
 		b := &pgx.Batch{}
 		for i := range lapsed {
 			r := &lapsed[i]
-			if err := releaseStay(ctx, tx, *r); err != nil {
+			counts, err := releaseStay(ctx, tx, *r)
+			if err != nil {
 				return err
 			}
 			r.Version++
@@ -65,7 +66,7 @@ func (s *Store) ExpireHolds(ctx context.Context, limit int) (int, error) {
 			// below if anything else changed it.
 			b.Queue(`UPDATE reservations SET status = 'expired', version = $3, updated_at = $4
 				WHERE hotel_id = $1 AND reservation_id = $2 AND status = 'held'`, r.HotelID, r.ID, r.Version, now)
-			if err := queueEvents(ctx, b, s.region, reservationEvent(reservation.EventExpired, *r)); err != nil {
+			if err := queueEvents(ctx, b, s.region, reservationEvent(reservation.EventExpired, *r), inventoryEvent(*r, counts)); err != nil {
 				return err
 			}
 		}
@@ -84,9 +85,11 @@ func (s *Store) ExpireHolds(ctx context.Context, limit int) (int, error) {
 				br.Close()
 				return fmt.Errorf("expire hold: a claimed hold changed under its lock")
 			}
-			if _, err := br.Exec(); err != nil { // its outbox event
-				br.Close()
-				return fmt.Errorf("expire hold event: %w", err)
+			for range 2 { // its outbox events: reservation.expired, inventory.changed
+				if _, err := br.Exec(); err != nil {
+					br.Close()
+					return fmt.Errorf("expire hold event: %w", err)
+				}
 			}
 		}
 		if err := br.Close(); err != nil {

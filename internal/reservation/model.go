@@ -4,14 +4,22 @@ import "time"
 
 // Hotel is a partition of the hotel kind.
 type Hotel struct {
-	ID         string     `json:"hotel_id"`
-	Name       string     `json:"name"`
-	City       string     `json:"city"`
-	Country    string     `json:"country"`
-	Timezone   string     `json:"timezone"`
-	HomeRegion string     `json:"home_region"`
-	CreatedAt  time.Time  `json:"created_at"`
-	RoomTypes  []RoomType `json:"room_types"`
+	ID         string `json:"hotel_id"`
+	Name       string `json:"name"`
+	City       string `json:"city"`
+	Country    string `json:"country"`
+	Timezone   string `json:"timezone"`
+	HomeRegion string `json:"home_region"`
+	// Latitude and Longitude (WGS 84 degrees) are optional: both or neither.
+	Latitude  *float64 `json:"latitude,omitempty"`
+	Longitude *float64 `json:"longitude,omitempty"`
+	// Amenities are lower-case codes (wifi, pool, …), sorted, never nil.
+	Amenities []string `json:"amenities"`
+	// CatalogVersion counts the changes of the hotel and its room types;
+	// the hotel.catalog event carries it.
+	CatalogVersion int64      `json:"catalog_version"`
+	CreatedAt      time.Time  `json:"created_at"`
+	RoomTypes      []RoomType `json:"room_types"`
 }
 
 // RoomType is what a guest books: a kind of room, not room 302.
