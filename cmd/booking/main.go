@@ -33,6 +33,6 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cli.Usage(err) })
-	root.AddCommand(newServeCmd(), newMigrateCmd(), newTokenCmd(), newSeedDemoCmd(), newVerifyCmd(), newCacheCmd())
+	root.AddCommand(newServeCmd(), newMigrateCmd(), newTokenCmd(), newSeedDemoCmd(), newVerifyCmd(), newCacheCmd(), newSearchCmd())
 	return root
 }

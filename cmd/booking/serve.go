@@ -20,6 +20,7 @@ import (
 	"github.com/berthhq/berth/internal/reservation"
 	"github.com/berthhq/berth/internal/soldout"
 	"github.com/berthhq/berth/internal/telemetry"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 )
 
@@ -229,7 +230,7 @@ func run(ctx context.Context, cfg serveConfig, stdout io.Writer, ready chan<- st
 	}}
 	defer w.close()
 	// Each part of the service wires itself from its own file.
-	for _, wire := range []func(context.Context, *wiring) error{wireCache, wireClinics, wireEvents, wirePlacements, wireTelemetry, wireWaitingRoom} {
+	for _, wire := range []func(context.Context, *wiring) error{wireCache, wireClinics, wireEvents, wireSearch, wirePlacements, wireTelemetry, wireWaitingRoom} {
 		if err := wire(ctx, w); err != nil {
 			return err
 		}
@@ -304,6 +305,8 @@ type wiring struct {
 	log   *slog.Logger
 	api   httpapi.Config
 	tel   *telemetry.Telemetry
+	// js is the JetStream context when BERTH_NATS_URL is set (wireEvents).
+	js jetstream.JetStream
 	// ready are the checks /readyz runs besides the database ping
 	// (NATS, Redis: append yours in your wire function).
 	ready   []readyCheck

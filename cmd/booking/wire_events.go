@@ -57,6 +57,7 @@ func wireEvents(ctx context.Context, w *wiring) error {
 	if err != nil {
 		return err
 	}
+	w.js = js
 	relay := natsbus.NewRelay(js, w.store, natsbus.RelayConfig{
 		Region: w.cfg.Region, Batch: batch, Poll: poll, Retention: retention, Log: w.log,
 		TracerProvider: w.tel.TracerProvider(),

@@ -36,6 +36,7 @@ var edge = []string{
 	"internal/rediscache",
 	"internal/router",
 	"internal/search",
+	"internal/searchindex",
 	"internal/telemetry",
 	"internal/view",
 	"internal/waitingroom",

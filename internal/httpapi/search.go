@@ -43,6 +43,9 @@ type searchResponse struct {
 // and accents ignored) with a room type for the guests, within the price,
 // available every night; keyset pages by hotel id.
 func (s *Server) searchHotels(w http.ResponseWriter, r *http.Request) error {
+	if s.cfg.Search != nil {
+		return s.searchIndex(w, r)
+	}
 	searcher, ok := s.cfg.Hotels.(HotelSearcher)
 	if !ok {
 		return berth.Errorf(berth.CodeNotFound, "hotel search is not available")
@@ -55,6 +58,8 @@ func (s *Server) searchHotels(w http.ResponseWriter, r *http.Request) error {
 			if len(v) > 1 {
 				f.Add(k, "given more than once")
 			}
+		case "q", "near", "radius_km", "sort", "amenities":
+			f.Add(k, "needs the search index, which this service does not run")
 		default:
 			f.Add(k, "unknown query parameter")
 		}

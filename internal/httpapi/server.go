@@ -59,6 +59,12 @@ type Config struct {
 	// Cache, when set, serves public reads through the regional read cache
 	// and is invalidated after each hotel write (cache.go).
 	Cache Cache
+	// Search, when set, answers GET /v1/hotels from the regional search
+	// index (search_index.go) instead of the database.
+	Search HotelIndex
+	// SearchAdmin, when set, serves the rebuild of the search index
+	// (POST and GET /v1/search/rebuild, role ops).
+	SearchAdmin SearchAdmin
 	// WaitingRoom, when set, gates clinic appointment holds while a clinic's
 	// waiting room is open: 428 waiting_room without a valid access token
 	// issued to the holding principal (subject) (internal/waitingroom.Gate).
@@ -113,6 +119,10 @@ func (s *Server) routes() {
 	}
 	if s.cfg.DevPayments != nil {
 		s.devPaymentRoutes()
+	}
+	if s.cfg.SearchAdmin != nil {
+		s.mux.HandleFunc("POST /v1/search/rebuild", s.handle(s.startSearchRebuild))
+		s.mux.HandleFunc("GET /v1/search/rebuild", s.handle(s.searchRebuildProgress))
 	}
 }
 

@@ -48,6 +48,10 @@ type ConsumerConfig struct {
 	// DeliverNew starts a newly created consumer at the end of the stream
 	// instead of its beginning (cache invalidation has no use for history).
 	DeliverNew bool
+	// InactiveThreshold, when set, lets the server delete the consumer
+	// after it has had no client for that long (a consumer per process
+	// instance, which would otherwise outlive it).
+	InactiveThreshold time.Duration
 	// Retry is the delay before redelivery n (n ≥ 1) after a failure
 	// (default capped exponential from 200ms to 10s).
 	Retry func(n uint64) time.Duration
@@ -205,8 +209,9 @@ func EnsureConsumer(ctx context.Context, js jetstream.JetStream, cfg ConsumerCon
 		// one that fails only because a dependency is down (transient), or
 		// whose dead-lettering failed, keeps coming back until it is
 		// handled.
-		MaxDeliver:    -1,
-		MaxAckPending: 1000,
+		MaxDeliver:        -1,
+		MaxAckPending:     1000,
+		InactiveThreshold: cfg.InactiveThreshold,
 	}
 	if cfg.DeliverNew {
 		cc.DeliverPolicy = jetstream.DeliverNewPolicy

@@ -32,6 +32,11 @@ const (
 	metricCacheRequests = "berth.cache.requests"
 	// berth_waiting_room_depth{room,region}
 	metricWaitingRoomDepth = "berth.waiting_room.depth"
+	// berth_search_lag_seconds{region} (histogram): event time → applied
+	// to the search index; berth_search_hotels{region}, berth_search_ready{region}
+	metricSearchLag    = "berth.search.lag"
+	metricSearchHotels = "berth.search.hotels"
+	metricSearchReady  = "berth.search.ready"
 )
 
 const regionKey = attribute.Key("region")
@@ -43,6 +48,7 @@ type instruments struct {
 	consumerLag  metric.Int64Gauge
 	cache        metric.Int64Counter
 	waitingDepth metric.Int64Gauge
+	searchLag    metric.Float64Histogram
 }
 
 func (in *instruments) init(m metric.Meter) error {
@@ -63,6 +69,10 @@ func (in *instruments) init(m metric.Meter) error {
 	add(err)
 	in.waitingDepth, err = m.Int64Gauge(metricWaitingRoomDepth, metric.WithUnit("{visitor}"),
 		metric.WithDescription("Visitors waiting in a waiting room."))
+	add(err)
+	in.searchLag, err = m.Float64Histogram(metricSearchLag, metric.WithUnit("s"),
+		metric.WithDescription("Time from a catalog or inventory event's commit to its application to the search index."),
+		metric.WithExplicitBucketBoundaries(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60))
 	add(err)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("telemetry instruments: %w", err)
@@ -120,6 +130,35 @@ func (t *Telemetry) CacheResult(ctx context.Context, cache, result string) {
 // low-cardinality: one per opening, not per visitor).
 func (t *Telemetry) WaitingRoomDepth(ctx context.Context, room string, depth int64) {
 	t.inst.waitingDepth.Record(ctx, depth, t.attrs(attribute.String("room", room)))
+}
+
+// SearchLag records the time from an event's commit to its application to
+// the search index.
+func (t *Telemetry) SearchLag(ctx context.Context, d time.Duration) {
+	t.inst.searchLag.Record(ctx, max(d, 0).Seconds(), t.attrs())
+}
+
+// ObserveSearch reports, on every scrape, how many hotels the search index
+// holds and whether it answers (1) or is still being built (0).
+func (t *Telemetry) ObserveSearch(stat func() (hotels int64, ready bool)) error {
+	hotels, err1 := t.meter.Int64ObservableGauge(metricSearchHotels, metric.WithUnit("{hotel}"),
+		metric.WithDescription("Hotels in the search index."))
+	ready, err2 := t.meter.Int64ObservableGauge(metricSearchReady, metric.WithUnit("{state}"),
+		metric.WithDescription("1 when the search index answers, 0 while it is first built."))
+	if err := errors.Join(err1, err2); err != nil {
+		return fmt.Errorf("search instruments: %w", err)
+	}
+	_, err := t.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		n, ok := stat()
+		r := int64(0)
+		if ok {
+			r = 1
+		}
+		o.ObserveInt64(hotels, n, t.attrs())
+		o.ObserveInt64(ready, r, t.attrs())
+		return nil
+	}, hotels, ready)
+	return err
 }
 
 // PoolStats is a snapshot of a connection pool (postgres.DB.PoolStats).

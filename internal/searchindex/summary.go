@@ -1,0 +1,129 @@
+package searchindex
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/berthhq/berth/internal/reservation"
+)
+
+// maxSpanDays bounds the nights kept per room type (a sale window is 365
+// nights; twice that plus slack covers a year of history): a night outside
+// the span is dropped rather than growing memory without bound.
+const maxSpanDays = 1100
+
+// slot is one night of a room type: what is left, and the night's version
+// plus one (0 means the night is unknown).
+type slot struct {
+	avail int32
+	ver   uint32
+}
+
+// nights is the nights of one room type, day first onward.
+type nights struct {
+	first int32 // days since 1970-01-01
+	s     []slot
+}
+
+// summary is what is left of every room type and night, from
+// inventory.changed events: seconds stale, merged by each night's version,
+// never used for a write decision.
+type summary struct {
+	mu    sync.RWMutex
+	rooms map[string]*nights
+}
+
+// dayNumber is the number of a YYYY-MM-DD date: days since 1970-01-01.
+func dayNumber(d reservation.Date) int32 {
+	return int32(d.Time().Unix() / 86400)
+}
+
+// apply merges nights of a room type, keeping each night's newest version.
+func (s *summary) apply(roomTypeID string, counts []reservation.NightCount) (int, error) {
+	type parsed struct {
+		day   int32
+		avail int32
+		ver   uint32
+	}
+	ps := make([]parsed, 0, len(counts))
+	for _, c := range counts {
+		d, err := reservation.ParseDate(c.Night)
+		if err != nil {
+			return 0, fmt.Errorf("night %q: %w", c.Night, err)
+		}
+		if c.Version < 0 || c.Version >= 1<<32-1 {
+			return 0, fmt.Errorf("night %s: version %d out of range", c.Night, c.Version)
+		}
+		ps = append(ps, parsed{dayNumber(d), int32(max(c.Available, 0)), uint32(c.Version) + 1})
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.rooms[roomTypeID]
+	changed := 0
+	for _, p := range ps {
+		if n == nil {
+			n = &nights{first: p.day}
+			s.rooms[roomTypeID] = n
+		}
+		i := int(p.day - n.first)
+		if i < 0 {
+			// An earlier night: shift, within the bound.
+			if len(n.s)-i > maxSpanDays {
+				continue
+			}
+			grown := make([]slot, len(n.s)-i)
+			copy(grown[-i:], n.s)
+			n.s, n.first, i = grown, p.day, 0
+		}
+		if i >= len(n.s) {
+			if i >= maxSpanDays {
+				continue
+			}
+			n.s = append(n.s, make([]slot, i+1-len(n.s))...)
+		}
+		if n.s[i].ver >= p.ver {
+			continue
+		}
+		n.s[i] = slot{avail: p.avail, ver: p.ver}
+		changed++
+	}
+	return changed, nil
+}
+
+// minFree returns the least left over the nights [from, to) of a room type;
+// ok is false when a night is unknown (no inventory loaded).
+func (s *summary) minFree(roomTypeID string, from, to int32) (left int, ok bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	n := s.rooms[roomTypeID]
+	if n == nil || from < n.first || int(to-n.first) > len(n.s) || to <= from {
+		return 0, false
+	}
+	left = -1
+	for _, sl := range n.s[from-n.first : to-n.first] {
+		if sl.ver == 0 {
+			return 0, false
+		}
+		if left < 0 || int(sl.avail) < left {
+			left = int(sl.avail)
+		}
+	}
+	return left, true
+}
+
+func (s *summary) size() (rooms, known int) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, n := range s.rooms {
+		for _, sl := range n.s {
+			if sl.ver > 0 {
+				known++
+			}
+		}
+	}
+	return len(s.rooms), known
+}
+
+// today is the current UTC date (a variable for tests).
+var today = func() reservation.Date { return reservation.DateOf(time.Now().UTC()) }
