@@ -125,7 +125,7 @@ func (s *Store) hold(ctx context.Context, req reservation.HoldRequest, idem *ber
 		b := &pgx.Batch{}
 		b.Queue(takeGuestHoldSQL, req.HotelID, req.GuestID, s.region, req.Quantity, s.limits.Holds, s.limits.Quantity)
 		queueInsertReservation(b, s.region, r)
-		if err := queueEvents(ctx, b, s.region, reservationEvent(reservation.EventHeld, r), inventoryEvent(r, t.counts)); err != nil {
+		if err := queueEvents(ctx, b, s.region, reservationInventoryEvent(reservation.EventHeld, r, t.counts)); err != nil {
 			return err
 		}
 		if idem != nil {

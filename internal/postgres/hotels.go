@@ -39,10 +39,11 @@ func (s *Store) CreateHotel(ctx context.Context, h reservation.Hotel) (reservati
 			return err
 		}
 		h.CreatedAt = h.CreatedAt.UTC()
-		// The event is written by the region that created the hotel, which
-		// may not be its home: the relay of this region publishes it.
+		// Like every row of the partition, its first event carries the
+		// hotel's home (any region may create a hotel): the home region's
+		// relay publishes it, before any later event of the hotel.
 		ev := &pgx.Batch{}
-		if err := queueEvents(ctx, ev, s.region, catalogEvent(h)); err != nil {
+		if err := queueEvents(ctx, ev, h.HomeRegion, catalogEvent(h)); err != nil {
 			return err
 		}
 		return tx.SendBatch(ctx, ev).Close()

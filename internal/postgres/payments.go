@@ -52,7 +52,7 @@ func (s *Store) PaymentFailed(ctx context.Context, kind berth.Kind, partitionID,
 			return nil, err
 		}
 		setStatus(b, &r, reservation.StatusCancelled, now)
-		return r, queueEvents(ctx, b, s.region, reservationEvent(reservation.EventCancelled, r), inventoryEvent(r, counts))
+		return r, queueEvents(ctx, b, s.region, reservationInventoryEvent(reservation.EventCancelled, r, counts))
 	})
 }
 

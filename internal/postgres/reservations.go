@@ -174,14 +174,14 @@ func releaseStay(ctx context.Context, tx pgx.Tx, r reservation.Reservation) ([]r
 	return counts, nil
 }
 
-// inventoryEvent is the inventory.changed event of a reservation's nights.
-func inventoryEvent(r reservation.Reservation, counts []reservation.NightCount) event {
-	var top int64
-	for _, c := range counts {
-		top = max(top, c.Version)
-	}
-	return event{kind: berth.KindHotel, partitionID: r.HotelID, typ: reservation.EventInventory, aggregateID: r.RoomTypeID,
-		version: top, data: reservation.InventoryChange{HotelID: r.HotelID, RoomTypeID: r.RoomTypeID, Nights: counts}}
+// reservationInventoryEvent is the event of a reservation whose
+// transaction changed its nights: the reservation with what is left of each
+// night (reservation.WithInventory).
+func reservationInventoryEvent(typ string, r reservation.Reservation, counts []reservation.NightCount) event {
+	e := reservationEvent(typ, r)
+	e.data = reservation.WithInventory{Reservation: r,
+		Inventory: &reservation.InventoryChange{HotelID: r.HotelID, RoomTypeID: r.RoomTypeID, Nights: counts}}
+	return e
 }
 
 // heldReservation is the reservation a hold records once its nights are taken.
@@ -350,7 +350,7 @@ func (s *Store) Confirm(ctx context.Context, hotelID, reservationID string, pay 
 		r.PaymentRef = pay.Ref
 		setStatus(b, &r, reservation.StatusConfirmed, t.now.UTC())
 		queuePaymentAudit(b, s.region, due, pay)
-		return r, queueEvents(ctx, b, s.region, reservationEvent(reservation.EventConfirmed, r), inventoryEvent(r, t.counts))
+		return r, queueEvents(ctx, b, s.region, reservationInventoryEvent(reservation.EventConfirmed, r, t.counts))
 	})
 }
 
@@ -382,6 +382,6 @@ func (s *Store) Cancel(ctx context.Context, hotelID, reservationID string, autho
 			return nil, err
 		}
 		setStatus(b, &r, reservation.StatusCancelled, now)
-		return r, queueEvents(ctx, b, s.region, reservationEvent(reservation.EventCancelled, r), inventoryEvent(r, counts))
+		return r, queueEvents(ctx, b, s.region, reservationInventoryEvent(reservation.EventCancelled, r, counts))
 	})
 }

@@ -152,8 +152,6 @@ func HoldScript(req reservation.HoldRequest, region string, ttl time.Duration, k
 				"contact_email", "contact_phone", "created_at"}},
 			{SQL: insertOutboxSQL, Args: []string{"hotel_id", "event_id", "region", "kind", "event_type", "reservation_id",
 				"version", "seq", "payload", "trace_context"}},
-			{SQL: insertOutboxSQL, Args: []string{"hotel_id", "inv_event_id", "region", "kind", "inv_event_type", "room_type_id",
-				"night_version", "inv_seq", "inv_payload", "trace_context"}},
 			{SQL: claimAnsweredKeySQL, Args: []string{"hotel_id", "idem_key", "region", "request_hash", "response_status", "response_body"}},
 		}},
 	}}, v
@@ -176,14 +174,14 @@ func bindHeld(req reservation.HoldRequest, region string, ttl time.Duration, v V
 	if err != nil {
 		return err
 	}
-	ev := reservationEvent(reservation.EventHeld, r)
-	// The inventory event names every night taken; the script knows the
-	// last row the take returned, which is one night of the stay.
+	// The event names what is left of every night taken; the script knows
+	// the last row the take returned, which is one night of the stay.
 	night, _ := v["night"].(time.Time)
 	left, _ := v["left"].(int32)
 	nv, _ := v["night_version"].(int64)
-	inv, err := json.Marshal(inventoryEvent(r, []reservation.NightCount{{Night: reservation.DateOf(night).String(),
-		Available: int(left), Version: nv}}).data)
+	ev := reservationInventoryEvent(reservation.EventHeld, r, []reservation.NightCount{{Night: reservation.DateOf(night).String(),
+		Available: int(left), Version: nv}})
+	evPayload, err := json.Marshal(ev.data)
 	if err != nil {
 		return err
 	}
@@ -191,8 +189,7 @@ func bindHeld(req reservation.HoldRequest, region string, ttl time.Duration, v V
 		"reservation_id": r.ID, "guest_id": r.GuestID, "status": string(r.Status), "hold_expires_at": r.HoldExpiresAt,
 		"total_price_cents": r.TotalPriceCents, "contact_email": r.ContactEmail, "contact_phone": r.ContactPhone,
 		"created_at": r.CreatedAt, "event_id": newEventID(), "kind": string(ev.kind), "event_type": ev.typ, "version": ev.version,
-		"seq": 0, "payload": payload, "inv_event_id": newEventID(), "inv_event_type": reservation.EventInventory, "inv_seq": 1,
-		"inv_payload": inv, "trace_context": (*string)(nil), "response_status": 201, "response_body": payload, "region": region,
+		"seq": 0, "payload": evPayload, "trace_context": (*string)(nil), "response_status": 201, "response_body": payload, "region": region,
 	} {
 		v[name] = val
 	}

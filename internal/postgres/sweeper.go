@@ -66,7 +66,7 @@ func (s *Store) ExpireHolds(ctx context.Context, limit int) (int, error) {
 			// below if anything else changed it.
 			b.Queue(`UPDATE reservations SET status = 'expired', version = $3, updated_at = $4
 				WHERE hotel_id = $1 AND reservation_id = $2 AND status = 'held'`, r.HotelID, r.ID, r.Version, now)
-			if err := queueEvents(ctx, b, s.region, reservationEvent(reservation.EventExpired, *r), inventoryEvent(*r, counts)); err != nil {
+			if err := queueEvents(ctx, b, s.region, reservationInventoryEvent(reservation.EventExpired, *r, counts)); err != nil {
 				return err
 			}
 		}
@@ -85,11 +85,9 @@ func (s *Store) ExpireHolds(ctx context.Context, limit int) (int, error) {
 				br.Close()
 				return fmt.Errorf("expire hold: a claimed hold changed under its lock")
 			}
-			for range 2 { // its outbox events: reservation.expired, inventory.changed
-				if _, err := br.Exec(); err != nil {
-					br.Close()
-					return fmt.Errorf("expire hold event: %w", err)
-				}
+			if _, err := br.Exec(); err != nil { // its outbox event
+				br.Close()
+				return fmt.Errorf("expire hold event: %w", err)
 			}
 		}
 		if err := br.Close(); err != nil {

@@ -18,7 +18,18 @@ const (
 	EventInventory = "inventory.changed"
 )
 
-// InventoryChange is the data of an inventory.changed event.
+// WithInventory is the data of a reservation event whose transaction
+// changed nights (held, confirmed after a lapse, cancelled, expired): the
+// reservation, plus what is left of each night it took or gave back — so
+// the search summary follows bookings without a second outbox row per
+// booking.
+type WithInventory struct {
+	Reservation
+	Inventory *InventoryChange `json:"inventory,omitempty"`
+}
+
+// InventoryChange is the data of an inventory.changed event (and the
+// inventory of a reservation event).
 type InventoryChange struct {
 	HotelID    string       `json:"hotel_id"`
 	RoomTypeID string       `json:"room_type_id"`

@@ -58,10 +58,24 @@ func (x *Index) Handle(_ context.Context, m natsbus.Message) error {
 		if err := json.Unmarshal(e.Data, &c); err != nil {
 			return fmt.Errorf("search: %s %s: %w", e.Type, e.ID, err)
 		}
-		if c.RoomTypeID == "" {
-			return fmt.Errorf("search: %s %s: room type missing", e.Type, e.ID)
+		n, err := x.applyInventory(c)
+		if err != nil {
+			return fmt.Errorf("search: %s %s: %w", e.Type, e.ID, err)
 		}
-		n, err := x.ApplyInventory(c)
+		changed = n > 0
+	case "hotel/" + reservation.EventHeld, "hotel/" + reservation.EventConfirmed,
+		"hotel/" + reservation.EventCancelled, "hotel/" + reservation.EventExpired:
+		// Bookings carry what is left of the nights they changed.
+		var d struct {
+			Inventory *reservation.InventoryChange `json:"inventory"`
+		}
+		if err := json.Unmarshal(e.Data, &d); err != nil {
+			return fmt.Errorf("search: %s %s: %w", e.Type, e.ID, err)
+		}
+		if d.Inventory == nil {
+			return nil // a confirm of a live hold changes no night
+		}
+		n, err := x.applyInventory(*d.Inventory)
 		if err != nil {
 			return fmt.Errorf("search: %s %s: %w", e.Type, e.ID, err)
 		}
@@ -82,7 +96,8 @@ func ConsumerConfig(region, instance string, log *slog.Logger) natsbus.ConsumerC
 		// region's booking service holds its own index, and each needs
 		// every event (a shared durable would split them between replicas).
 		Durable: "search-" + region + "-" + instance,
-		Filters: []string{"berth.hotel.*." + reservation.EventCatalog, "berth.hotel.*." + reservation.EventInventory},
+		Filters: []string{"berth.hotel.*." + reservation.EventCatalog, "berth.hotel.*." + reservation.EventInventory,
+			"berth.hotel.*.reservation.>"},
 		// The index is built from a snapshot read after the consumer
 		// exists, so the consumer starts with the events after it.
 		DeliverNew: true,
@@ -129,4 +144,11 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+func (x *Index) applyInventory(c reservation.InventoryChange) (int, error) {
+	if c.RoomTypeID == "" {
+		return 0, errors.New("room type missing")
+	}
+	return x.ApplyInventory(c)
 }
