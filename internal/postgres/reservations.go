@@ -179,6 +179,9 @@ func releaseStay(ctx context.Context, tx pgx.Tx, r reservation.Reservation) ([]r
 // night (reservation.WithInventory).
 func reservationInventoryEvent(typ string, r reservation.Reservation, counts []reservation.NightCount) event {
 	e := reservationEvent(typ, r)
+	if len(counts) == 0 {
+		return e
+	}
 	e.data = reservation.WithInventory{Reservation: r,
 		Inventory: &reservation.InventoryChange{HotelID: r.HotelID, RoomTypeID: r.RoomTypeID, Nights: counts}}
 	return e

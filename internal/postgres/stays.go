@@ -232,42 +232,44 @@ func (s *Store) CheckOut(ctx context.Context, hotelID, reservationID string, ide
 			return nil, err
 		}
 		from := reservation.ReleaseOnDeparture(r.Stay(), reservation.LocalDate(now, loc))
-		if err := releaseFrom(ctx, tx, b, &r, from); err != nil {
+		counts, err := releaseFrom(ctx, tx, b, &r, from)
+		if err != nil {
 			return nil, err
 		}
 		setStatus(b, &r, reservation.StatusCheckedOut, now)
 		if err := s.addRooms(ctx, tx, []*reservation.Reservation{&r}); err != nil {
 			return nil, err
 		}
-		return r, queueEvents(ctx, b, s.region, reservationEvent(reservation.EventCheckedOut, r))
+		return r, queueEvents(ctx, b, s.region, reservationInventoryEvent(reservation.EventCheckedOut, r, counts))
 	})
 }
 
 // releaseFrom gives the nights [from, check_out) of r back to inventory and
-// frees its rooms on them; nothing when from is the check-out date.
-func releaseFrom(ctx context.Context, tx pgx.Tx, b *pgx.Batch, r *reservation.Reservation, from reservation.Date) error {
+// frees its rooms on them; nothing when from is the check-out date. It
+// returns what is left of each night given back, for the search summary.
+func releaseFrom(ctx context.Context, tx pgx.Tx, b *pgx.Batch, r *reservation.Reservation, from reservation.Date) ([]reservation.NightCount, error) {
 	if !from.Before(r.CheckOut) {
-		return nil
+		return nil, nil
 	}
 	rest := reservation.Stay{CheckIn: from, CheckOut: r.CheckOut}
 	dates := make([]time.Time, 0, rest.Nights())
 	for _, d := range rest.Dates() {
 		dates = append(dates, d.Time())
 	}
-	tag, err := tx.Exec(ctx, releaseNightsSQL, r.HotelID, r.RoomTypeID, dates, r.Quantity)
+	counts, err := nightCounts(tx.Query(ctx, releaseNightsSQL, r.HotelID, r.RoomTypeID, dates, r.Quantity))
 	if err != nil {
-		return fmt.Errorf("release nights: %w", err)
+		return nil, fmt.Errorf("release nights: %w", err)
 	}
-	if int(tag.RowsAffected()) != len(dates) {
-		return fmt.Errorf("release nights of %s: %d of %d nights found", r.ID, tag.RowsAffected(), len(dates))
+	if len(counts) != len(dates) {
+		return nil, fmt.Errorf("release nights of %s: %d of %d nights found", r.ID, len(counts), len(dates))
 	}
 	if _, err := tx.Exec(ctx, `DELETE FROM room_nights WHERE hotel_id = $1 AND reservation_id = $2 AND night >= $3`,
 		r.HotelID, r.ID, from.Time()); err != nil {
-		return fmt.Errorf("free rooms: %w", err)
+		return nil, fmt.Errorf("free rooms: %w", err)
 	}
 	r.ReleasedFrom = &from
 	b.Queue(`UPDATE reservations SET released_from = $3 WHERE hotel_id = $1 AND reservation_id = $2`, r.HotelID, r.ID, from.Time())
-	return nil
+	return counts, nil
 }
 
 // Arrivals lists the stays of a hotel beginning on day (the hotel's date)
@@ -390,15 +392,19 @@ func (s *Store) markNoShow(ctx context.Context, hotelID, reservationID string, n
 		if err != nil {
 			return nil, err
 		}
-		if err := releaseFrom(ctx, tx, b, &r, r.CheckIn.AddDays(1)); err != nil {
+		counts, err := releaseFrom(ctx, tx, b, &r, r.CheckIn.AddDays(1))
+		if err != nil {
 			return nil, err
 		}
 		setStatus(b, &r, reservation.StatusNoShow, at)
 		charge := map[string]any{"reservation": r, "amount_cents": reservation.FirstNightCents(r), "currency": r.Currency,
 			"payment_ref": r.PaymentRef, "reason": "no_show"}
 		marked = true
-		return nil, queueEvents(ctx, b, s.region, event{kind: berth.KindHotel, partitionID: hotelID,
-			typ: reservation.EventNoShow, aggregateID: r.ID, version: r.Version, data: charge})
+		if err := queueEvents(ctx, b, s.region, event{kind: berth.KindHotel, partitionID: hotelID,
+			typ: reservation.EventNoShow, aggregateID: r.ID, version: r.Version, data: charge}); err != nil {
+			return nil, err
+		}
+		return nil, queueInventory(ctx, b, s.region, hotelID, r.RoomTypeID, counts)
 	})
 	if err != nil {
 		return false, err

@@ -64,7 +64,7 @@ func (x *Index) Handle(_ context.Context, m natsbus.Message) error {
 		}
 		changed = n > 0
 	case "hotel/" + reservation.EventHeld, "hotel/" + reservation.EventConfirmed,
-		"hotel/" + reservation.EventCancelled, "hotel/" + reservation.EventExpired:
+		"hotel/" + reservation.EventCancelled, "hotel/" + reservation.EventExpired, "hotel/" + reservation.EventCheckedOut:
 		// Bookings carry what is left of the nights they changed.
 		var d struct {
 			Inventory *reservation.InventoryChange `json:"inventory"`
