@@ -11,7 +11,7 @@ import (
 	"github.com/google/uuid"
 )
 
-// wireSearch wires the region's search index (docs/adr/0008-search-index.md)
+// wireSearch wires the region's search index (docs/adr/0009-search-index.md)
 // when NATS is configured: an in-memory index in this process, built from a
 // snapshot of the catalog at start and kept current by its own consumer of
 // the catalog and inventory events; GET /v1/hotels is answered from it and

@@ -61,7 +61,7 @@ func newMapping() (mapping.IndexMapping, error) {
 	return im, nil
 }
 
-// openIndex opens an in-memory scorch index (see docs/adr/0008: the index
+// openIndex opens an in-memory scorch index (see docs/adr/0009-search-index.md: the index
 // is rebuilt from a snapshot at start, so nothing is kept on disk).
 func openIndex(m mapping.IndexMapping) (bleve.Index, error) {
 	idx, err := bleve.NewUsing("", m, scorch.Name, scorch.Name, nil)
