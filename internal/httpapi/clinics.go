@@ -299,18 +299,8 @@ func (s *Server) listSlots(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	q := r.URL.Query()
-	var f Fields
-	for k := range q {
-		if k != "date" {
-			f.Add(k, "unknown query parameter")
-		}
-	}
-	day, errDay := appointment.ParseDate(q.Get("date"))
-	if errDay != nil {
-		f.Add("date", errDay.Error())
-	}
-	if err := f.Err(); err != nil {
+	day, err := dayParam(r)
+	if err != nil {
 		return err
 	}
 	// Seconds-stale slot lists are fine (a hold decides in the database);

@@ -19,18 +19,8 @@ func (s *Server) arrivals(w http.ResponseWriter, r *http.Request) error {
 	if _, err := s.requireRole(r, berth.RoleAdmin); err != nil {
 		return err
 	}
-	q := r.URL.Query()
-	var f Fields
-	for k := range q {
-		if k != "date" {
-			f.Add(k, "unknown query parameter")
-		}
-	}
-	day, errDay := reservation.ParseDate(q.Get("date"))
-	if errDay != nil {
-		f.Add("date", errDay.Error())
-	}
-	if err := f.Err(); err != nil {
+	day, err := dayParam(r)
+	if err != nil {
 		return err
 	}
 	list, err := s.cfg.Stays.Arrivals(r.Context(), hotelID, day)
@@ -112,4 +102,21 @@ func (s *Server) checkOut(w http.ResponseWriter, r *http.Request) error {
 	s.invalidateHotel(r.Context(), hotelID)
 	writeResponse(w, resp)
 	return nil
+}
+
+// dayParam reads the query of a list of one day (the front desk's arrivals,
+// a doctor's slots): `date=YYYY-MM-DD` and nothing else.
+func dayParam(r *http.Request) (reservation.Date, error) {
+	q := r.URL.Query()
+	var f Fields
+	for k := range q {
+		if k != "date" {
+			f.Add(k, "unknown query parameter")
+		}
+	}
+	day, err := reservation.ParseDate(q.Get("date"))
+	if err != nil {
+		f.Add("date", err.Error())
+	}
+	return day, f.Err()
 }

@@ -2,13 +2,8 @@ package scenario
 
 import (
 	"context"
-	"io"
 	"testing"
 	"time"
-
-	"github.com/berthhq/berth/internal/bookingtest"
-	"github.com/berthhq/berth/loadtest/internal/client"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // A short baseline against a real booking server on a fresh database: the
@@ -20,23 +15,7 @@ func TestBaselineSQLLegRunsTheStoresHold(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end")
 	}
-	env := bookingtest.Start(t, bookingtest.Options{})
-	tg, err := client.ParseTargets("us-east=" + env.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tg.Kind = map[string]string{"us-east": "booking"}
-	cl, err := client.New(tg, bookingtest.Secret, "", "", 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	pool, err := pgxpool.New(context.Background(), env.DBURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	e := &Env{Client: cl, DB: pool, Store: env.DB, Log: io.Discard, Quiet: true}
+	e := startEnv(t)
 	r, err := e.RunBaseline(context.Background(), Baseline{Hotels: 2, RoomTypes: 2, Nights: 5, Mode: "sql",
 		Load: Load{Workers: 4, Duration: time.Second}})
 	if err != nil {

@@ -18,23 +18,7 @@ func TestFlashSaleEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end")
 	}
-	env := bookingtest.Start(t, bookingtest.Options{})
-	tg, err := client.ParseTargets("us-east=" + env.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tg.Kind = map[string]string{"us-east": "booking"}
-	cl, err := client.New(tg, bookingtest.Secret, "", "", 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	pool, err := pgxpool.New(context.Background(), env.DBURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	e := &Env{Client: cl, DB: pool, Store: env.DB, Log: io.Discard, Quiet: true}
+	e := startEnv(t)
 	r, err := e.RunFlashSale(context.Background(), FlashSale{Clients: 40, Rooms: 3, Load: Load{Rate: 400, Workers: 16}})
 	if err != nil {
 		t.Fatal(err)
@@ -57,4 +41,28 @@ func TestFlashSaleEndToEnd(t *testing.T) {
 	if r.Ops["hold_lost"].Outcomes["sold_out"] != 37 {
 		t.Errorf("losers: %v", r.Ops["hold_lost"].Outcomes)
 	}
+}
+
+// startEnv starts a booking server on a fresh database and returns the
+// scenario environment that drives it (a client of its one region) and
+// audits it (the database, plain and through the store).
+func startEnv(t *testing.T) *Env {
+	t.Helper()
+	env := bookingtest.Start(t, bookingtest.Options{})
+	tg, err := client.ParseTargets("us-east=" + env.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg.Kind = map[string]string{"us-east": "booking"}
+	cl, err := client.New(tg, bookingtest.Secret, "", "", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	pool, err := pgxpool.New(context.Background(), env.DBURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return &Env{Client: cl, DB: pool, Store: env.DB, Log: io.Discard, Quiet: true}
 }
