@@ -13,12 +13,11 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"sync"
 	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
-	hdr "github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/berthhq/berth/loadtest/internal/engine"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -176,49 +175,28 @@ func one(ctx context.Context, pool *pgxpool.Pool, o Options, strategy, iso, shap
 		return Row{}, err
 	}
 	row := Row{Strategy: strategy, Isolation: iso, Shape: shape}
-	var ops, failed, retries, retried atomic.Int64
-	var mu sync.Mutex
-	h := hdr.New(1, 60_000_000, 3)
-	end := time.Now().Add(o.Duration)
-	start := time.Now()
-	var wg sync.WaitGroup
-	for range o.Workers {
-		wg.Go(func() {
-			local := hdr.New(1, 60_000_000, 3)
-			for time.Now().Before(end) && ctx.Err() == nil {
-				id := 1 + rand.Int64N(n)
-				t0 := time.Now()
-				var err error
-				attempts := 0
-				for attempts = 0; attempts <= o.MaxRetries; attempts++ {
-					err = pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: isolations[iso]}, func(tx pgx.Tx) error {
-						return take(ctx, tx, strategy, id)
-					})
-					if err == nil || !retryable(err) {
-						break
-					}
-					retries.Add(1)
-					time.Sleep(time.Duration(rand.IntN(1000*(1+min(attempts, 8)))) * time.Microsecond) // jittered backoff
-				}
-				if attempts > 0 {
-					retried.Add(1)
-				}
-				if err != nil {
-					failed.Add(1)
-					continue
-				}
-				ops.Add(1)
-				_ = local.RecordValue(max(time.Since(t0).Microseconds(), 1))
+	var retries, retried atomic.Int64
+	c := engine.ClosedLoop(ctx, o.Workers, o.Duration, func(ctx context.Context, r *rand.Rand) error {
+		id := 1 + r.Int64N(n)
+		var err error
+		attempts := 0
+		for attempts = 0; attempts <= o.MaxRetries; attempts++ {
+			err = pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: isolations[iso]}, func(tx pgx.Tx) error {
+				return take(ctx, tx, strategy, id)
+			})
+			if err == nil || !retryable(err) {
+				break
 			}
-			mu.Lock()
-			h.Merge(local)
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
-	row.Seconds = time.Since(start).Seconds()
-	row.Ops, row.Failed, row.Retries, row.Retried = ops.Load(), failed.Load(), retries.Load(), retried.Load()
-	row.P50Ms, row.P99Ms = float64(h.ValueAtQuantile(50))/1000, float64(h.ValueAtQuantile(99))/1000
+			retries.Add(1)
+			time.Sleep(time.Duration(r.IntN(1000*(1+min(attempts, 8)))) * time.Microsecond) // jittered backoff
+		}
+		if attempts > 0 {
+			retried.Add(1)
+		}
+		return err
+	})
+	row.Seconds, row.Ops, row.Failed, row.P50Ms, row.P99Ms = c.Seconds, c.Ops, c.Failed, c.P50Ms, c.P99Ms
+	row.Retries, row.Retried = retries.Load(), retried.Load()
 	if err := pool.QueryRow(ctx, `SELECT COALESCE(sum(reserved), 0) FROM inv`).Scan(&row.Reserved); err != nil {
 		return row, err
 	}
