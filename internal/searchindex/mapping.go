@@ -22,11 +22,12 @@ const textAnalyzer = "berth_text"
 const (
 	fieldName      = "name"
 	fieldCity      = "city"
-	fieldCityKey   = "city_key"  // search.FoldCity(city): the exact city filter
-	fieldCountry   = "country"   // ISO code, upper case
-	fieldAmenities = "amenities" // codes, lower case
-	fieldLocation  = "location"  // geo point
-	fieldMinPrice  = "min_price" // lowest room price: orders candidates for sort=price
+	fieldCityKey   = "city_key"   // search.FoldCity(city): the exact city filter
+	fieldCityAlias = "city_alias" // the city's other names (aliases.go), for free text
+	fieldCountry   = "country"    // ISO code, upper case
+	fieldAmenities = "amenities"  // codes, lower case
+	fieldLocation  = "location"   // geo point
+	fieldMinPrice  = "min_price"  // lowest room price: orders candidates for sort=price
 )
 
 func newMapping() (mapping.IndexMapping, error) {
@@ -50,6 +51,7 @@ func newMapping() (mapping.IndexMapping, error) {
 	doc := bleve.NewDocumentStaticMapping()
 	doc.AddFieldMappingsAt(fieldName, text)
 	doc.AddFieldMappingsAt(fieldCity, text)
+	doc.AddFieldMappingsAt(fieldCityAlias, text)
 	doc.AddFieldMappingsAt(fieldCityKey, keyword)
 	doc.AddFieldMappingsAt(fieldCountry, keyword)
 	doc.AddFieldMappingsAt(fieldAmenities, keyword)
@@ -80,6 +82,9 @@ func document(h *reservation.Hotel) map[string]any {
 		fieldCityKey:   search.FoldCity(h.City),
 		fieldCountry:   h.Country,
 		fieldAmenities: h.Amenities,
+	}
+	if names := aliasesOf(h.City); names != nil {
+		d[fieldCityAlias] = names
 	}
 	if h.Latitude != nil && h.Longitude != nil {
 		d[fieldLocation] = map[string]any{"lat": *h.Latitude, "lon": *h.Longitude}

@@ -233,11 +233,13 @@ func (x *Index) bleveQuery(q Query) (query.Query, error) {
 	return bleve.NewConjunctionQuery(parts...), nil
 }
 
-// textQuery matches every word of the text in the name or the city: the
-// word itself (scored higher) or, for words of three letters or more, a
-// word within one edit (three to five letters) or two edits (longer) —
-// "munchen" finds "München", "Múnich" finds "Munich", "barcelna"
-// finds "Barcelona". Words are folded by the index's own analyzer.
+// textQuery matches every word of the text in the name, the city or one of
+// the city's other names (aliases.go): the word itself (scored higher) or,
+// for words of three letters or more, a word within one edit (three to
+// five letters) or two edits (longer) — "munchen" finds "München",
+// "Múnich" finds "Munich", "barcelna" finds "Barcelona", and "munich" or
+// "munic" finds "München" through its exonyms. Words are folded by the
+// index's own analyzer.
 func (x *Index) textQuery(text string) (query.Query, error) {
 	an := x.mapping.AnalyzerNamed(textAnalyzer)
 	if an == nil {
@@ -253,7 +255,7 @@ func (x *Index) textQuery(text string) (query.Query, error) {
 		}
 		seen[w] = true
 		var alts []query.Query
-		for _, field := range []string{fieldName, fieldCity} {
+		for _, field := range []string{fieldName, fieldCity, fieldCityAlias} {
 			exact := bleve.NewTermQuery(w)
 			exact.SetField(field)
 			exact.SetBoost(3)
