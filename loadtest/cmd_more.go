@@ -169,5 +169,6 @@ func seedCmd() *cobra.Command {
 	f.StringVar(&regions, "regions", "us-east,eu-west,ap-south", "home regions, round-robin")
 	f.IntVar(&o.Workers, "workers", 2, "parallel COPY connections")
 	f.IntVar(&o.Chunk, "chunk", 100, "hotels per transaction")
+	f.BoolVar(&o.Searchable, "searchable", false, "hotels worth searching: real cities, varied names, locations, amenities and prices (what `loadtest search` queries)")
 	return cmd
 }

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"fmt"
 	"time"
 
+	"github.com/berthhq/berth/loadtest/internal/client"
 	"github.com/berthhq/berth/loadtest/internal/report"
 	"github.com/berthhq/berth/loadtest/internal/scenario"
 	"github.com/spf13/cobra"
@@ -13,7 +15,7 @@ func newRoot() *cobra.Command {
 		Long: "Open-loop load against a running Berth platform (default: the routers in .local/env), with an\n" +
 			"invariant audit of the database at the end of every run, JSON and HTML reports, and SLOs."}
 	root.AddCommand(flashSaleCmd(), hotelMixCmd(), baselineCmd(), regionMoveCmd(), soakCmd(), clinicOpeningCmd(),
-		compareCmd(), seedCmd(), strategiesCmd(), txcostCmd(), geoCmd(), originFollowCmd())
+		compareCmd(), seedCmd(), strategiesCmd(), txcostCmd(), geoCmd(), originFollowCmd(), searchCmd())
 	return root
 }
 
@@ -84,4 +86,70 @@ func registerMix(cmd *cobra.Command, o *scenario.HotelMix) {
 	cmd.Flags().IntVar(&o.Window, "window", 60, "nights of inventory (from a week ahead)")
 	cmd.Flags().Float64Var(&o.ReadsPerWrite, "reads-per-write", 100, "reads (search/availability) per write funnel")
 	cmd.Flags().Float64Var(&o.ConfirmRatio, "confirm-ratio", 0.7, "share of holds confirmed (the rest are abandoned)")
+}
+
+func searchCmd() *cobra.Command {
+	var (
+		c       common
+		o       scenario.Search
+		indexes string
+	)
+	cmd := &cobra.Command{Use: "search", Short: "seed a searchable catalog, rebuild the search indexes, find the highest search rate with p99 under the objective, measure the lag",
+		Long: "search seeds --hotels searchable hotels with COPY (progress shown), rebuilds the search index of every\n" +
+			"booking service (--indexes; the seed writes behind the events' back) and records its build time and\n" +
+			"memory, then sends a realistic mix of searches (free text with typos, cities by their English names,\n" +
+			"city with dates and guests, a point and a radius sorted by distance, price order, amenities, a second\n" +
+			"page by cursor) through the entry points (routers) at each --rates arrival rate (open loop) for --step,\n" +
+			"until search p99 reaches --p99-ms: the last rate that held is the figure. Last, hotels are created and\n" +
+			"renamed and searched for until found: the lag after a catalog change.",
+		Example: "  loadtest search --hotels 50000 --rates 10,20,40,80,160 --step 20s",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			slo, err := c.slo(report.SLO{})
+			if err != nil {
+				return err
+			}
+			e, cleanup, err := c.env(cmd.Context(), cmd, true)
+			defer cleanup()
+			if err != nil {
+				return err
+			}
+			if indexes == "" {
+				indexes = c.bookings
+			}
+			if indexes != "" {
+				all, err := client.ParseTargets(indexes)
+				if err != nil {
+					return fmt.Errorf("--indexes: %w", err)
+				}
+				o.Indexes = client.Targets{URL: map[string]string{}, Kind: map[string]string{}}
+				for _, region := range all.Regions {
+					if client.Healthy(cmd.Context(), all.URL[region]) {
+						o.Indexes.Regions = append(o.Indexes.Regions, region)
+						o.Indexes.URL[region], o.Indexes.Kind[region] = all.URL[region], "booking"
+					}
+				}
+			}
+			o.Workers = c.workers
+			r, err := e.RunSearch(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			return c.conclude(cmd.OutOrStdout(), r, slo)
+		}}
+	c.register(cmd, 0, 0, 256)
+	_ = cmd.Flags().MarkHidden("rate")
+	_ = cmd.Flags().MarkHidden("duration")
+	f := cmd.Flags()
+	f.IntVar(&o.Hotels, "hotels", 50000, "searchable hotels to seed (the articles' scale: 50000)")
+	f.IntVar(&o.RoomTypes, "room-types", 2, "room types per hotel")
+	f.IntVar(&o.Nights, "nights", 30, "nights of inventory from today")
+	f.IntVar(&o.Rooms, "rooms", 20, "rooms per room type and night")
+	f.BoolVar(&o.NoSeed, "no-seed", false, "search the catalog seeded before (same --hotels, by seed --searchable) instead of seeding")
+	f.StringVar(&indexes, "indexes", "", "region=url list of booking services whose search indexes are rebuilt and measured (default: --bookings that answer)")
+	f.Float64SliceVar(&o.Rates, "rates", []float64{10, 20, 40, 80, 160, 320}, "arrival rates (searches/s) tried in order")
+	f.DurationVar(&o.Step, "step", 20*time.Second, "how long each rate runs")
+	f.Float64Var(&o.P99Ms, "p99-ms", 100, "the search p99 objective (ms)")
+	f.Float64Var(&o.MaxErrorRate, "step-error-rate", 0.01, "the most errors a rate may have and still hold")
+	f.IntVar(&o.LagSamples, "lag-samples", 20, "hotels created and renamed to measure the lag")
+	return cmd
 }

@@ -31,6 +31,10 @@ type Options struct {
 	KeepIDs                          bool      // return the hotels (small catalogs)
 	// StartDay is the first night, as days from today (default 0).
 	StartDay int
+	// Searchable gives hotels the names, cities, locations, amenities,
+	// guests and prices of SearchHotel and SearchRoom (a catalog worth
+	// searching) instead of "Seed Hotel N" in twelve cities.
+	Searchable bool
 }
 
 // Hotel is a seeded hotel.
@@ -138,18 +142,31 @@ func copyHotels(ctx context.Context, conn *pgx.Conn, offset int, hotels []Hotel,
 			return fmt.Errorf("copy placements: %w", err)
 		}
 		rows = rows[:0]
+		cols := []string{"hotel_id", "home_region", "name", "city", "city_key", "country", "timezone"}
+		if o.Searchable {
+			cols = append(cols, "latitude", "longitude", "amenities")
+		}
 		for i, h := range hotels {
+			if o.Searchable {
+				p := SearchHotel(offset + i)
+				rows = append(rows, []any{h.ID, h.Region, p.Name, p.City, search.FoldCity(p.City), p.Country, "Europe/Berlin",
+					p.Lat, p.Lon, p.Amenities})
+				continue
+			}
 			city := cityNames[(offset+i)%len(cityNames)]
 			rows = append(rows, []any{h.ID, h.Region, fmt.Sprintf("Seed Hotel %d", offset+i), city, search.FoldCity(city), "DE", "Europe/Berlin"})
 		}
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"hotels"}, []string{"hotel_id", "home_region", "name", "city", "city_key", "country", "timezone"},
-			pgx.CopyFromRows(rows)); err != nil {
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"hotels"}, cols, pgx.CopyFromRows(rows)); err != nil {
 			return fmt.Errorf("copy hotels: %w", err)
 		}
 		rows = rows[:0]
-		for _, h := range hotels {
+		for i, h := range hotels {
 			for j, rt := range h.RoomTypes {
-				rows = append(rows, []any{h.ID, rt, h.Region, fmt.Sprintf("Type %d", j), int32(2), int64(8000 + 1500*j), "EUR", int32(0)})
+				guests, price := int32(2), int64(8000+1500*j)
+				if o.Searchable {
+					guests, price = SearchRoom(offset+i, j)
+				}
+				rows = append(rows, []any{h.ID, rt, h.Region, fmt.Sprintf("Type %d", j), guests, price, "EUR", int32(0)})
 			}
 		}
 		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"room_types"},
