@@ -215,7 +215,12 @@ func run(ctx context.Context, cfg serveConfig, stdout io.Writer, ready chan<- st
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.Addr, err)
 	}
-	handler, closeReads, err := withReads(cfg.reads, cfg.Region, log, instrument(tel, rt))
+	lim, closeLimiter, err := newLimiter(cfg.reads, cfg.Region, log)
+	if err != nil {
+		return cli.Usage(err)
+	}
+	defer closeLimiter()
+	handler, closeReads, err := withReads(cfg.reads, lim, log, instrument(tel, rt, lim))
 	if err != nil {
 		return cli.Usage(err)
 	}

@@ -56,10 +56,24 @@ func loadReadsConfig(errs *config.Errors) readsConfig {
 	return c
 }
 
-// withReads puts the rate limits in front of next, and the waiting room
-// between them: ticket requests are limited per client like any other, and
-// never reach a booking service. close releases the Redis clients.
-func withReads(cfg readsConfig, region string, log *slog.Logger, next http.Handler) (h http.Handler, close func(), err error) {
+// newLimiter returns the region's rate limiter, or nil without rate limits;
+// close releases its Redis client.
+func newLimiter(cfg readsConfig, region string, log *slog.Logger) (lim *ratelimit.Limiter, close func(), err error) {
+	if len(cfg.Rules) == 0 {
+		return nil, func() {}, nil
+	}
+	rdb, err := ratelimit.NewClient(cfg.RedisURL, 50*time.Millisecond)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ratelimit.New(rdb, ratelimit.Options{Prefix: "berth:" + region + ":rl", Logger: log}), func() { _ = rdb.Close() }, nil
+}
+
+// withReads puts the rate limits (lim, from newLimiter) in front of next,
+// and the waiting room between them: ticket requests are limited per client
+// like any other, and never reach a booking service. close releases the
+// waiting room's Redis client.
+func withReads(cfg readsConfig, lim *ratelimit.Limiter, log *slog.Logger, next http.Handler) (h http.Handler, close func(), err error) {
 	h, close = next, func() {}
 	if len(cfg.Rules) == 0 && len(cfg.Windows) == 0 {
 		return h, close, nil
@@ -70,12 +84,6 @@ func withReads(cfg readsConfig, region string, log *slog.Logger, next http.Handl
 			return nil, nil, err
 		}
 	}
-	var closers []func() error
-	close = func() {
-		for _, c := range closers {
-			_ = c()
-		}
-	}
 	if len(cfg.Windows) > 0 {
 		// Redis calls of the waiting room may take a little longer than the
 		// limiter's: refusing a ticket is worse than a slow one.
@@ -83,18 +91,11 @@ func withReads(cfg readsConfig, region string, log *slog.Logger, next http.Handl
 		if err != nil {
 			return nil, nil, err
 		}
-		closers = append(closers, rdb.Close)
+		close = func() { _ = rdb.Close() }
 		room := waitingroom.NewRoom(cfg.Windows, cfg.Keys, rdb, waitingroom.Options{Logger: log})
 		h = room.Mount(ident.Identify, h)
 	}
-	if len(cfg.Rules) > 0 {
-		rdb, err := ratelimit.NewClient(cfg.RedisURL, 50*time.Millisecond)
-		if err != nil {
-			close()
-			return nil, nil, err
-		}
-		closers = append(closers, rdb.Close)
-		lim := ratelimit.New(rdb, ratelimit.Options{Prefix: "berth:" + region + ":rl", Logger: log})
+	if lim != nil {
 		h = (&ratelimit.Middleware{Limiter: lim, Rules: cfg.Rules, Identify: ident.Identify, Logger: log}).Wrap(h)
 	}
 	log.Info("flash-crowd protection", "rate_limits", cfg.Rules.String(), "waiting_rooms", len(cfg.Windows),

@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"time"
 
+	"github.com/berthhq/berth/internal/ratelimit"
 	"github.com/berthhq/berth/internal/router"
 	"github.com/berthhq/berth/internal/telemetry"
 )
@@ -25,12 +27,17 @@ func wordSet(words ...string) map[string]bool {
 	return m
 }
 
-// instrument serves /metrics (the router's own counters and the OTel
-// families on one page) and wraps every other request in the telemetry
-// middleware: a span continuing the client's trace (the upstream transport
-// carries it on to the booking service), RED metrics per route template.
-func instrument(tel *telemetry.Telemetry, rt *router.Router) http.Handler {
-	metrics := tel.MetricsHandler(telemetry.TextGatherer(rt.WriteMetrics))
+// instrument serves /metrics (the router's own counters, the rate
+// limiter's decisions when lim is set, and the OTel families on one page)
+// and wraps every other request in the telemetry middleware: a span
+// continuing the client's trace (the upstream transport carries it on to
+// the booking service), RED metrics per route template.
+func instrument(tel *telemetry.Telemetry, rt *router.Router, lim *ratelimit.Limiter) http.Handler {
+	write := rt.WriteMetrics
+	if lim != nil {
+		write = func(w io.Writer) { rt.WriteMetrics(w); lim.WriteMetrics(w) }
+	}
+	metrics := tel.MetricsHandler(telemetry.TextGatherer(write))
 	traced := tel.Middleware(telemetry.Routed(func(r *http.Request) string {
 		return telemetry.PathTemplate(r.URL.Path, apiWords)
 	}, rt))

@@ -15,28 +15,31 @@ func longMode() bool { return chaosTag || os.Getenv("BERTH_CHAOS_LONG") != "" }
 
 // mode is the shape of one run.
 type mode struct {
-	Name       string        `json:"name"`
-	FaultFor   time.Duration `json:"fault_for"`  // how long each fault lasts
-	SettleFor  time.Duration `json:"settle_for"` // quiet time after each recovery
-	Warmup     time.Duration `json:"warmup"`
-	Load       loadConfig    `json:"load"`
-	Hotels     int           `json:"hotels_per_region"`
-	Rooms      int           `json:"rooms"`
-	HotRooms   int           `json:"hot_rooms"`
-	ConvergeIn time.Duration `json:"converge_in"`
+	Name      string        `json:"name"`
+	FaultFor  time.Duration `json:"fault_for"`  // how long each fault lasts
+	SettleFor time.Duration `json:"settle_for"` // quiet time after each recovery
+	Warmup    time.Duration `json:"warmup"`
+	Load      loadConfig    `json:"load"`
+	Hotels    int           `json:"hotels_per_region"`
+	// SlotMinutes: each clinic's two doctors have 08:00–12:00 in slots of
+	// this length on two days — the few slots patients race for.
+	SlotMinutes int           `json:"slot_minutes"`
+	Rooms       int           `json:"rooms"`
+	HotRooms    int           `json:"hot_rooms"`
+	ConvergeIn  time.Duration `json:"converge_in"`
 }
 
 func currentMode() mode {
 	if longMode() {
 		return mode{Name: "long", FaultFor: 15 * time.Second, SettleFor: 5 * time.Second, Warmup: 10 * time.Second,
-			Hotels: 3, Rooms: 5000, HotRooms: 8, ConvergeIn: 3 * time.Minute,
+			Hotels: 3, Rooms: 5000, HotRooms: 8, ConvergeIn: 3 * time.Minute, SlotMinutes: 15,
 			Load: loadConfig{Workers: 96, Rate: 150, Timeout: 10 * time.Second, RetryFor: 60 * time.Second, Window: 30,
-				HotPct: 20, ConfirmPct: 50, CancelPct: 25, MaxAttempts: 60}}
+				HotPct: 20, ClinicPct: 25, ConfirmPct: 50, CancelPct: 25, MaxAttempts: 60}}
 	}
 	return mode{Name: "short", FaultFor: 2 * time.Second, SettleFor: time.Second, Warmup: 3 * time.Second,
-		Hotels: 2, Rooms: 2000, HotRooms: 6, ConvergeIn: 2 * time.Minute,
+		Hotels: 2, Rooms: 2000, HotRooms: 6, ConvergeIn: 2 * time.Minute, SlotMinutes: 30,
 		Load: loadConfig{Workers: 32, Rate: 60, Timeout: 8 * time.Second, RetryFor: 30 * time.Second, Window: 20,
-			HotPct: 20, ConfirmPct: 50, CancelPct: 25, MaxAttempts: 40}}
+			HotPct: 20, ClinicPct: 25, ConfirmPct: 50, CancelPct: 25, MaxAttempts: 40}}
 }
 
 // progressBound is the promise: a hold succeeds within it after a fault heals.
@@ -57,13 +60,16 @@ func TestChaos(t *testing.T) {
 	from := time.Now().UTC().AddDate(0, 0, 7).Truncate(24 * time.Hour)
 	hotels := s.seed(t, m.Hotels, m.Rooms, m.HotRooms, from.Format("2006-01-02"), from.AddDate(0, 0, m.Load.Window+1).Format("2006-01-02"))
 
+	clinics := s.seedClinics(t, m.SlotMinutes, from.AddDate(0, 0, 2))
+
 	l := newLoad(m.Load, []string{s.routerURL}, s.admin, hotels, from)
+	l.clinics, l.guestToken = clinics, s.guestToken(t)
 	loadCtx, stopLoad := context.WithCancel(context.Background())
 	loadDone := make(chan struct{})
 	go func() { defer close(loadDone); l.run(loadCtx) }()
 	t.Cleanup(func() { stopLoad(); <-loadDone })
 
-	rep := &report{Mode: m, Started: started, Hotels: len(hotels), Regions: s.regions}
+	rep := &report{Mode: m, Started: started, Hotels: len(hotels), Clinics: len(clinics), Regions: s.regions}
 	time.Sleep(m.Warmup)
 	ctx := context.Background()
 	watch := newLagWatch(s.db)

@@ -140,7 +140,7 @@ func keys(m map[string]bool) []string {
 	return out
 }
 
-// streamAudit compares the hotel events of the outbox with the stream.
+// streamAudit compares one kind's events of the outbox with the stream.
 type streamAudit struct {
 	Outbox     int `json:"outbox_events"`
 	Unsent     int `json:"unsent"`
@@ -150,13 +150,13 @@ type streamAudit struct {
 	DrainedIn  string
 }
 
-// auditStream waits until the outbox of hotel events is drained, then reads
-// the whole stream and compares event ids.
-func auditStream(ctx context.Context, db *postgres.DB, natsAddr string, within time.Duration) (streamAudit, error) {
+// auditStream waits until the outbox of one kind's events (hotel, clinic)
+// is drained, then reads that kind's whole stream and compares event ids.
+func auditStream(ctx context.Context, db *postgres.DB, natsAddr, kind string, within time.Duration) (streamAudit, error) {
 	var a streamAudit
 	start := time.Now()
 	for {
-		if err := dbtest.SQL(db).QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE sent_at IS NULL) FROM outbox WHERE kind = 'hotel'`).
+		if err := dbtest.SQL(db).QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE sent_at IS NULL) FROM outbox WHERE kind = $1`, kind).
 			Scan(&a.Outbox, &a.Unsent); err != nil {
 			return a, err
 		}
@@ -167,7 +167,7 @@ func auditStream(ctx context.Context, db *postgres.DB, natsAddr string, within t
 	}
 	a.DrainedIn = time.Since(start).Round(10 * time.Millisecond).String()
 	sent := map[string]bool{}
-	rows, err := dbtest.SQL(db).Query(ctx, `SELECT event_id::TEXT FROM outbox WHERE kind = 'hotel' AND sent_at IS NOT NULL`)
+	rows, err := dbtest.SQL(db).Query(ctx, `SELECT event_id::TEXT FROM outbox WHERE kind = $1 AND sent_at IS NOT NULL`, kind)
 	if err != nil {
 		return a, err
 	}
@@ -189,11 +189,12 @@ func auditStream(ctx context.Context, db *postgres.DB, natsAddr string, within t
 	if err != nil {
 		return a, err
 	}
-	total, err := streamCount(ctx, js)
+	subject := "berth." + kind + ".>"
+	total, err := subjectCount(ctx, js, subject)
 	if err != nil {
 		return a, err
 	}
-	cons, err := js.OrderedConsumer(ctx, "BERTH_EVENTS", jetstream.OrderedConsumerConfig{FilterSubjects: []string{"berth.hotel.>"}})
+	cons, err := js.OrderedConsumer(ctx, "BERTH_EVENTS", jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
 	if err != nil {
 		return a, err
 	}

@@ -52,11 +52,17 @@ func classify(status int, code string, err error, attempt int) outcome {
 
 // op is one logical client request and everything that happened to it.
 type op struct {
-	Kind  string // hold, confirm, cancel
-	Hotel hotel
-	Guest string // unique per hold chain: finds the booking in the database
-	Key   string
-	Path  string
+	Kind   string // hold, confirm, cancel; appt-hold, appt-pay, appt-confirm, appt-cancel
+	Hotel  hotel
+	Clinic *clinic // set for the appt-* kinds
+	Guest  string  // unique per chain: finds the booking in the database
+	Key    string
+	Path   string
+	// Token is the bearer token of the request ("" = the load's admin
+	// token); Base, when set, is where it goes instead of a router (the
+	// development pay endpoint lives on the booking service).
+	Token string
+	Base  string
 	// Via indexes load.urls: the router this op's next attempt goes to —
 	// the client's own region's first, the next one after a transport
 	// error (a client fails over when its region's router does not answer).
@@ -73,6 +79,10 @@ type op struct {
 	FirstAns string // what the first attempt got, e.g. "502" or "timeout"
 	ResID    string
 	ResState string
+	// Of a prepaid appointment hold: the payment intent to pay.
+	IntentID, ClientSecret string
+	// Of a development payment: what the webhook it sent answered.
+	Webhook string
 }
 
 // chain is one guest's hold and what followed it.
@@ -90,6 +100,7 @@ type loadConfig struct {
 	RetryFor    time.Duration // how long a worker retries an unknown outcome before parking it
 	Window      int           // nights of the sale window the stays fall into
 	HotPct      int           // share of holds aimed at the hot hotels
+	ClinicPct   int           // share of chains that are clinic visits (when clinics are seeded)
 	ConfirmPct  int
 	CancelPct   int
 	MaxAttempts int
@@ -103,12 +114,17 @@ type load struct {
 	hotels []hotel
 	from   time.Time
 	client *http.Client
+	// clinics, when set, receive ClinicPct of the chains; guestToken
+	// mints each visit's own guest token.
+	clinics    []*clinic
+	guestToken func(guest string) string
 	// onAttempt, when set, sees every attempt's answer (set before run).
 	onAttempt func(o *op, a attemptInfo)
 
 	mu        sync.Mutex
 	started   time.Time
 	chains    []*chain
+	visits    []*visit
 	successes []success // every successful hold, in the order they answered
 	parked    []*op     // unknown after RetryFor: resolved at the end
 }
@@ -155,6 +171,10 @@ func (l *load) run(ctx context.Context) {
 }
 
 func (l *load) chain(rng *rand.Rand) {
+	if len(l.clinics) > 0 && rng.IntN(100) < l.cfg.ClinicPct {
+		l.visit(rng)
+		return
+	}
 	h := l.pick(rng)
 	guest := "chaos-" + uuid.NewString()
 	in := l.from.AddDate(0, 0, rng.IntN(l.cfg.Window-3))
@@ -202,7 +222,11 @@ func (l *load) pick(rng *rand.Rand) hotel {
 // key and body for up to RetryFor; still unknown then, the op is parked.
 func (l *load) do(h hotel, guest string, via int, kind, path string, body map[string]any) *op {
 	b, _ := json.Marshal(body)
-	o := &op{Kind: kind, Hotel: h, Guest: guest, Via: via, Key: uuid.NewString(), Path: path, Body: b, Started: time.Now()}
+	return l.run1(&op{Kind: kind, Hotel: h, Guest: guest, Via: via, Key: uuid.NewString(), Path: path, Body: b, Started: time.Now()})
+}
+
+// run1 sends o until it resolves (see do).
+func (l *load) run1(o *op) *op {
 	deadline := o.Started.Add(l.cfg.RetryFor)
 	backoff := 100 * time.Millisecond
 	for {
@@ -226,18 +250,31 @@ func (l *load) do(h hotel, guest string, via int, kind, path string, body map[st
 func (l *load) attempt(o *op) {
 	o.Attempts++
 	via := o.Via
-	req, err := http.NewRequest(http.MethodPost, l.urls[via]+o.Path, bytes.NewReader(o.Body))
+	base, token := l.urls[via], l.token
+	if o.Base != "" {
+		base = o.Base
+	}
+	if o.Token != "" {
+		token = o.Token
+	}
+	req, err := http.NewRequest(http.MethodPost, base+o.Path, bytes.NewReader(o.Body))
 	if err != nil {
 		panic(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+l.token)
+	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", o.Key)
 	status, code := 0, ""
 	var ans struct {
 		Code          string `json:"code"`
 		ReservationID string `json:"reservation_id"`
+		AppointmentID string `json:"appointment_id"`
 		Status        string `json:"status"`
+		Payment       struct {
+			IntentID     string `json:"intent_id"`
+			ClientSecret string `json:"client_secret"`
+		} `json:"payment"`
+		Webhook *webhookDelivery `json:"webhook"`
 	}
 	var retryAfter, servedBy string
 	resp, err := l.client.Do(req)
@@ -251,6 +288,13 @@ func (l *load) attempt(o *op) {
 		o.Replayed = resp.Header.Get("Idempotent-Replayed") == "true"
 	}
 	out := classify(status, code, err, o.Attempts)
+	if o.Kind == "appt-pay" && out == outOK {
+		// The payment went through; what it did to the appointment is
+		// what the webhook it sent answered (a 5xx there is retried by
+		// paying again: the same event, deduplicated).
+		out, code = ans.Webhook.outcome()
+		o.Webhook = code
+	}
 	if o.Attempts == 1 {
 		o.First = out
 		o.FirstAns = answerKind(status, code, err)
@@ -266,6 +310,10 @@ func (l *load) attempt(o *op) {
 	}
 	if out == outOK {
 		o.ResID, o.ResState = ans.ReservationID, ans.Status
+		if ans.AppointmentID != "" {
+			o.ResID = ans.AppointmentID
+		}
+		o.IntentID, o.ClientSecret = ans.Payment.IntentID, ans.Payment.ClientSecret
 		if o.Kind == "hold" {
 			l.mu.Lock() // the time is read under the lock so successes stay sorted
 			l.successes = append(l.successes, success{At: time.Now(), ResID: ans.ReservationID, HotelID: o.Hotel.ID})
@@ -326,6 +374,13 @@ func (l *load) ops() []*op {
 	var out []*op
 	for _, c := range l.chains {
 		for _, o := range []*op{c.Hold, c.Confirm, c.Cancel} {
+			if o != nil {
+				out = append(out, o)
+			}
+		}
+	}
+	for _, v := range l.visits {
+		for _, o := range []*op{v.Hold, v.Pay, v.Confirm, v.Cancel} {
 			if o != nil {
 				out = append(out, o)
 			}

@@ -84,7 +84,10 @@ type report struct {
 	HoldRate float64           `json:"hold_rate"` // holds started per second of load
 
 	Bookings    bookingAudit           `json:"bookings"`
+	Visits      visitAudit             `json:"appointments"`
+	Clinics     int                    `json:"clinics"`
 	Stream      streamAudit            `json:"stream"`
+	ClinicEvts  streamAudit            `json:"clinic_stream"`
 	Verify      []postgres.CheckResult `json:"verify"`
 	ReadModel   string                 `json:"read_model"`
 	RedisKeys   int                    `json:"redis_keys_after"`
@@ -158,12 +161,36 @@ func (rep *report) audit(t *testing.T, ctx context.Context, s *stack, l *load, m
 		add("every booking is in the state its outcomes allow", a.WrongState == 0, fmt.Sprintf("%d in a wrong state", a.WrongState))
 		info("unresolved unknown holds", fmt.Sprintf("%d exist, %d absent (either is correct: the client never learned)", a.UnresolvedExist, a.UnresolvedAbsent))
 	}
+	// Every clinic outcome against the database, as for hotels; and money:
+	// a payment the webhook applied confirmed its appointment, a made-up
+	// one confirmed nothing.
+	if rep.Clinics > 0 {
+		va, err := auditVisits(ctx, s.db, l.snapshotVisits())
+		if err != nil {
+			add("appointments audit", false, err.Error())
+		} else {
+			rep.Visits = va
+			add("every ok appointment hold exists exactly once", va.Lost == 0 && va.Duplicated == 0 && va.Mismatched == 0,
+				fmt.Sprintf("%d of %d ok holds exist once; lost %d, duplicated %d, mismatched %d %s", va.OKExactlyOnce,
+					va.OKExactlyOnce+va.Lost+va.Mismatched, va.Lost, va.Duplicated, va.Mismatched, strings.Join(va.Examples, "; ")))
+			add("every refused appointment hold is absent", va.Phantom == 0, fmt.Sprintf("%d refused holds absent (slot_taken …), %d exist", va.RefusedAbsent, va.Phantom))
+			add("every appointment is in the state its outcomes allow", va.WrongState == 0, fmt.Sprintf("%d in a wrong state", va.WrongState))
+			add("a paid appointment is confirmed, an unpaid confirm changes nothing", va.PaidNotConfirmed == 0 && va.UnpaidConfirmed == 0,
+				fmt.Sprintf("%d paid but not confirmed, %d confirmed with a made-up payment; %d made-up payments refused with 402",
+					va.PaidNotConfirmed, va.UnpaidConfirmed, va.Refused402))
+			info("unresolved unknown appointment holds", fmt.Sprintf("%d exist, %d absent", va.UnresolvedExist, va.UnresolvedAbsent))
+		}
+	}
 	unresolved := rep.Final[outUnknown.String()]
+	var unknownFirst int
+	for _, c := range rep.ByKind {
+		unknownFirst += c.Unknown
+	}
 	add("every unknown outcome resolved by retrying its key", unresolved == 0, fmt.Sprintf("%d unresolved of %d unknown first attempts",
-		unresolved, rep.ByKind["hold"].Unknown+rep.ByKind["confirm"].Unknown+rep.ByKind["cancel"].Unknown))
+		unresolved, unknownFirst))
 
 	// Events: no event lost or duplicated across the relay kills and the NATS restart.
-	sa, err := auditStream(ctx, s.db, s.nats.addr(), m.ConvergeIn)
+	sa, err := auditStream(ctx, s.db, s.nats.addr(), "hotel", m.ConvergeIn)
 	if err != nil {
 		add("outbox and stream", false, err.Error())
 	} else {
@@ -171,6 +198,17 @@ func (rep *report) audit(t *testing.T, ctx context.Context, s *stack, l *load, m
 		add("outbox drained", sa.Unsent == 0, fmt.Sprintf("%d of %d hotel events unsent after %s", sa.Unsent, sa.Outbox, sa.DrainedIn))
 		add("no event lost or duplicated in the stream", sa.Missing == 0 && sa.Duplicates == 0,
 			fmt.Sprintf("%d events, %d stream messages, %d missing, %d duplicated", sa.Outbox, sa.InStream, sa.Missing, sa.Duplicates))
+	}
+	if rep.Clinics > 0 {
+		ca, err := auditStream(ctx, s.db, s.nats.addr(), "clinic", m.ConvergeIn)
+		if err != nil {
+			add("clinic outbox and stream", false, err.Error())
+		} else {
+			rep.ClinicEvts = ca
+			add("clinic outbox drained", ca.Unsent == 0, fmt.Sprintf("%d of %d clinic events unsent after %s", ca.Unsent, ca.Outbox, ca.DrainedIn))
+			add("no clinic event lost or duplicated in the stream", ca.Missing == 0 && ca.Duplicates == 0,
+				fmt.Sprintf("%d events, %d stream messages, %d missing, %d duplicated", ca.Outbox, ca.InStream, ca.Missing, ca.Duplicates))
+		}
 	}
 
 	// The read model converges.
@@ -227,6 +265,12 @@ func (rep *report) markdown() string {
 		"%d%% of holds confirmed, %d%% cancelled; per-attempt timeout %s. Each fault lasted %s.\n\n",
 		m.Load.Workers, m.Load.Rate, rep.HoldRate, rep.Hotels, strings.Join(rep.Regions, " + "), m.HotRooms, m.Rooms, m.Load.Window,
 		m.Load.ConfirmPct, m.Load.CancelPct, m.Load.Timeout, m.FaultFor)
+	if rep.Clinics > 0 {
+		fmt.Fprintf(&b, "Clinic traffic: %d%% of the chains are patients, each with its own guest token, racing for the slots of %d clinics "+
+			"(a doctor confirmed on the spot and a prepaid one, 08:00–12:00 in %d-minute slots on two days); a prepaid hold is paid through "+
+			"the development provider (its webhook confirms) and confirmed with the intent, or confirmed with a made-up payment (402) and cancelled.\n\n",
+			m.Load.ClinicPct, rep.Clinics, m.SlotMinutes)
+	}
 	b.WriteString("| fault | target | requests during fault | ok | rejected (409) | failed (4xx) | unknown | unknown resolved | first hold ok after heal | in read model after heal | note |\n")
 	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, f := range rep.Faults {
@@ -236,8 +280,11 @@ func (rep *report) markdown() string {
 	}
 	b.WriteString("\n| request | total | ok | rejected (409) | failed (4xx) | unknown (1st attempt) | resolved by retry | retries |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|\n")
-	for _, k := range []string{"hold", "confirm", "cancel"} {
-		c := rep.ByKind[k]
+	for _, k := range []string{"hold", "confirm", "cancel", "appt-hold", "appt-pay", "appt-confirm", "appt-cancel"} {
+		c, ok := rep.ByKind[k]
+		if !ok {
+			continue
+		}
 		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %d | %d |\n", k, c.Total, c.OK, c.Rejected, c.Failed, c.Unknown, c.Resolved, c.Retries)
 	}
 	fmt.Fprintf(&b, "\nFinal outcomes after retries: %v. Definite refusals: %v. Unknown first attempts: %v.\n\n", rep.Final, rep.Codes, rep.Unknowns)
@@ -254,6 +301,12 @@ func (rep *report) markdown() string {
 	}
 	fmt.Fprintf(&b, "\nInvariant violations: %d. Lost bookings: %d. Duplicated bookings: %d. Phantom bookings: %d.\n",
 		rep.Violations, rep.Bookings.Lost, rep.Bookings.Duplicated, rep.Bookings.Phantom)
+	if rep.Clinics > 0 {
+		v := rep.Visits
+		fmt.Fprintf(&b, "Appointments (%d clinics): %d holds, %d ok and present once, %d refused and absent; lost %d, duplicated %d, phantom %d, wrong state %d; "+
+			"paid but not confirmed %d, confirmed without payment %d (%d made-up payments refused with 402).\n",
+			rep.Clinics, v.Holds, v.OKExactlyOnce, v.RefusedAbsent, v.Lost, v.Duplicated, v.Phantom, v.WrongState, v.PaidNotConfirmed, v.UnpaidConfirmed, v.Refused402)
+	}
 	return b.String()
 }
 

@@ -20,6 +20,9 @@ import (
 // tokenSecret is the HS256 secret of the suite's private deployment.
 const tokenSecret = "chaos-suite-secret-chaos-suite-secret-0123"
 
+// webhookSecret signs the payment webhooks of the suite's deployment.
+const webhookSecret = "chaos-suite-webhook-secret-0123456789"
+
 // regions the fault suite deploys: two booking services so that one region
 // keeps serving while the other is killed.
 var regions = []string{"us-east", "eu-west"}
@@ -137,8 +140,11 @@ func startStack(t *testing.T, runDir string, o stackOptions) *stack {
 		}
 		s.booking[r] = &proc{
 			name: "booking-" + r, bin: filepath.Join(s.bin, "booking"),
-			args:    []string{"serve", "--region", r, "--addr", fmt.Sprintf("127.0.0.1:%d", port)},
-			env:     append([]string{"BERTH_DATABASE_URL=" + dbURL(proxyAddr), "BERTH_HOLD_TTL=30m", "BERTH_SWEEP_INTERVAL=2s"}, common...),
+			args: []string{"serve", "--region", r, "--addr", fmt.Sprintf("127.0.0.1:%d", port)},
+			// The development payment provider with its pay endpoint: prepaid
+			// appointments are paid as a patient would, and the webhook confirms.
+			env: append([]string{"BERTH_DATABASE_URL=" + dbURL(proxyAddr), "BERTH_HOLD_TTL=30m", "BERTH_SWEEP_INTERVAL=2s",
+				"BERTH_PAYMENT_PROVIDER=dev", "BERTH_DEV_PAYMENTS=on", "BERTH_WEBHOOK_SECRET=" + webhookSecret}, common...),
 			logPath: filepath.Join(s.logs, "booking-"+r+".log"), health: s.urls[r] + "/readyz",
 		}
 	}

@@ -19,6 +19,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"strconv"
@@ -199,4 +200,19 @@ func (l *Limiter) Allow(ctx context.Context, checks ...Check) Decision {
 // Stats returns the counters.
 func (l *Limiter) Stats() Stats {
 	return Stats{Allowed: l.allowed.Load(), Denied: l.denied.Load(), FailOpen: l.failOpen.Load()}
+}
+
+// WriteMetrics writes the counters in Prometheus text format: every
+// decision, fail_open being a request let through unchecked because Redis
+// could not be asked (docs/SECURITY.md: the limiter fails open).
+func (l *Limiter) WriteMetrics(w io.Writer) {
+	st := l.Stats()
+	fmt.Fprintln(w, "# HELP berth_ratelimit_decisions_total Rate-limit decisions: allowed and denied by Redis, fail_open allowed unchecked while Redis could not be asked.")
+	fmt.Fprintln(w, "# TYPE berth_ratelimit_decisions_total counter")
+	for _, d := range []struct {
+		name string
+		n    uint64
+	}{{"allowed", st.Allowed}, {"denied", st.Denied}, {"fail_open", st.FailOpen}} {
+		fmt.Fprintf(w, "berth_ratelimit_decisions_total{decision=%q} %d\n", d.name, d.n)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -215,6 +216,15 @@ func TestRedisDownFailsOpen(t *testing.T) {
 	}
 	if s := l.Stats(); s.FailOpen != 20 {
 		t.Fatalf("fail-open counter %d, want 20", s.FailOpen)
+	}
+	// The same counts on /metrics, where the fault suite reads them.
+	var m strings.Builder
+	l.WriteMetrics(&m)
+	for _, want := range []string{`berth_ratelimit_decisions_total{decision="allowed"} 1`, `berth_ratelimit_decisions_total{decision="denied"} 1`,
+		`berth_ratelimit_decisions_total{decision="fail_open"} 20`} {
+		if !strings.Contains(m.String(), want+"\n") {
+			t.Fatalf("metrics lack %q:\n%s", want, m.String())
+		}
 	}
 
 	// A black hole: accepts, never answers. Allow must return (fail open)

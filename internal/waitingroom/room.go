@@ -21,26 +21,48 @@ import (
 // issue gives an identity its ticket for one window, atomically:
 //
 //	KEYS[1] queue (sorted set ticket id → score), KEYS[2] identities (hash
-//	identity → "ticketid|iat"), KEYS[3] arrival counter after the opening
-//	ARGV identity, "ticketid|iat", pre-opening (1/0), random score, ttl ms
+//	identity → "ticketid|iat"), KEYS[3] arrival counter after the opening,
+//	KEYS[4] base (positions handed out before the queue was last created)
+//	ARGV identity, "ticketid|iat", pre-opening (1/0), random score, ttl ms,
+//	positions admitted by now
 //
 // An identity that already holds a ticket gets it back with its current
-// rank; nothing about it changes. It returns {created, "ticketid|iat", rank}.
+// rank; nothing about it changes. A queue created after the opening — the
+// first arrival came late, or Redis lost the queue (a restart without
+// persistence, a flush, a failover) — numbers its places after every
+// position admitted so far: those may have been handed out already, and
+// admission stays at the window's rate however often the queue is lost.
+// It returns {created, "ticketid|iat", rank, base}; the position is
+// base + rank + 1.
 var issue = redis.NewScript(`
 local cur = redis.call('HGET', KEYS[2], ARGV[1])
 local created = 0
 if not cur then
   cur = ARGV[2]
   local score = ARGV[4]
-  if ARGV[3] == '0' then score = redis.call('INCR', KEYS[3]) end
+  if ARGV[3] == '0' then
+    if redis.call('EXISTS', KEYS[1]) == 0 then
+      redis.call('SET', KEYS[4], ARGV[6], 'PX', ARGV[5])
+    end
+    score = redis.call('INCR', KEYS[3])
+  end
   redis.call('ZADD', KEYS[1], score, string.match(cur, '^[^|]+'))
   redis.call('HSET', KEYS[2], ARGV[1], cur)
-  for i = 1, 3 do redis.call('PEXPIRE', KEYS[i], ARGV[5]) end
+  for i = 1, 4 do redis.call('PEXPIRE', KEYS[i], ARGV[5]) end
   created = 1
 end
 local rank = redis.call('ZRANK', KEYS[1], string.match(cur, '^[^|]+'))
 if not rank then rank = -1 end
-return {created, cur, rank}
+return {created, cur, rank, tonumber(redis.call('GET', KEYS[4]) or '0')}
+`)
+
+// place reads a ticket's rank and the queue's base in one step (KEYS[1]
+// queue, KEYS[4] base; ARGV ticket id): {rank, base}, or nil when the
+// ticket is not in the queue.
+var place = redis.NewScript(`
+local rank = redis.call('ZRANK', KEYS[1], ARGV[1])
+if not rank then return false end
+return {rank, tonumber(redis.call('GET', KEYS[4]) or '0')}
 `)
 
 // Options configure a Room. Zero values take the defaults.
@@ -125,7 +147,7 @@ type Status struct {
 // them in one cluster slot, so the script is valid on Redis Cluster.
 func (rm *Room) keys(in Instance) []string {
 	tag := rm.opts.Prefix + ":{" + in.ClinicID + ":" + in.Date + "}"
-	return []string{tag + ":queue", tag + ":ids", tag + ":seq"}
+	return []string{tag + ":queue", tag + ":ids", tag + ":seq", tag + ":base"}
 }
 
 // Issue gives identity its ticket for the clinic's active window: a new one
@@ -153,19 +175,23 @@ func (rm *Room) Issue(ctx context.Context, clinicID, identity, subject string) (
 	ctx, cancel := context.WithTimeout(ctx, rm.opts.Timeout)
 	defer cancel()
 	res, err := issue.Run(ctx, rm.rdb, rm.keys(in), ident, hex.EncodeToString(tid[:])+"|"+strconv.FormatInt(now.UnixMilli(), 10),
-		boolArg(pre), strconv.FormatInt(score, 10), ttl.Milliseconds()).Slice()
+		boolArg(pre), strconv.FormatInt(score, 10), ttl.Milliseconds(), in.Admitted(now)).Slice()
+	if err == nil && len(res) != 4 {
+		err = fmt.Errorf("unexpected script reply %v", res)
+	}
 	if err != nil {
 		return Ticket{}, rm.unavailable(ctx, "issue ticket", err)
 	}
 	created, _ := res[0].(int64)
 	cur, _ := res[1].(string)
 	rank, _ := res[2].(int64)
+	base, _ := res[3].(int64)
 	id, iatStr, _ := strings.Cut(cur, "|")
 	iat, perr := strconv.ParseInt(iatStr, 10, 64)
-	if id == "" || perr != nil || rank < 0 {
-		return Ticket{}, rm.unavailable(ctx, "issue ticket", fmt.Errorf("inconsistent queue entry %q rank %d", cur, rank))
+	if id == "" || perr != nil || rank < 0 || base < 0 {
+		return Ticket{}, rm.unavailable(ctx, "issue ticket", fmt.Errorf("inconsistent queue entry %q rank %d base %d", cur, rank, base))
 	}
-	pos := rank + 1
+	pos := base + rank + 1
 	tok := rm.gate.keys.sign(claims{Typ: typTicket, ClinicID: clinicID, TicketID: id, Window: in.Date, Subject: subject,
 		IssuedAt: iat, Expires: in.End.UnixMilli()})
 	return Ticket{Token: tok, Position: pos, EstimatedWaitSeconds: waitSeconds(in, pos, now),
@@ -191,14 +217,17 @@ func (rm *Room) Status(ctx context.Context, clinicID, ticket string) (Status, er
 	}
 	ctx, cancel := context.WithTimeout(ctx, rm.opts.Timeout)
 	defer cancel()
-	rank, err := rm.rdb.ZRank(ctx, rm.keys(in)[0], c.TicketID).Result()
+	res, err := place.Run(ctx, rm.rdb, rm.keys(in), c.TicketID).Int64Slice()
 	if errors.Is(err, redis.Nil) {
 		return Status{}, berth.Errorf(berth.CodeNotFound, "the ticket is not in the queue (the queue was lost); join again")
+	}
+	if err == nil && len(res) != 2 {
+		err = fmt.Errorf("unexpected script reply %v", res)
 	}
 	if err != nil {
 		return Status{}, rm.unavailable(ctx, "ticket status", err)
 	}
-	st := Status{Position: rank + 1, NowServing: in.Admitted(now)}
+	st := Status{Position: res[1] + res[0] + 1, NowServing: in.Admitted(now)}
 	st.Admitted = st.Position <= st.NowServing
 	st.EstimatedWaitSeconds = waitSeconds(in, st.Position, now)
 	if st.Admitted {

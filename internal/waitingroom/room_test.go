@@ -260,3 +260,47 @@ func TestIsPath(t *testing.T) {
 		}
 	}
 }
+
+// TestLostQueueKeepsTheRate: a queue created after the opening — by a late
+// first arrival, or again after Redis lost it — numbers its places after
+// every position admitted so far, so losing the queue never admits a second
+// crowd at once: admission stays at the window's rate. Tickets of the lost
+// queue are 404 (join again), and arrivals stay first come, first served.
+func TestLostQueueKeepsTheRate(t *testing.T) {
+	_, rdb := redisClient(t)
+	clk := &clock{t: at(4, 7, 0, 10)} // 10 s after the opening at 2/s: 20 admitted
+	rm := waitingroom.NewRoom(windows(t, morning), keyring(t, key2), rdb, waitingroom.Options{Now: clk.Now, Logger: quiet})
+	srv := server(t, rm)
+	base := srv.URL + "/v1/clinics/c1/waiting-room/tickets"
+
+	first := call(t, "POST", base, "first")
+	second := call(t, "POST", base, "second")
+	if first.body["position"] != float64(21) || second.body["position"] != float64(22) {
+		t.Fatalf("a queue created 10 s after the opening: positions %v, %v, want 21, 22 (after the 20 admitted so far)",
+			first.body["position"], second.body["position"])
+	}
+	if a := call(t, "GET", base+"/"+first.body["ticket"].(string), "first"); a.body["admitted"] != false || a.body["position"] != float64(21) {
+		t.Fatalf("status right after joining: %v", a.body)
+	}
+	clk.Set(at(4, 7, 0, 11)) // 22 admitted
+	if a := call(t, "GET", base+"/"+second.body["ticket"].(string), "second"); a.body["admitted"] != true {
+		t.Fatalf("position 22 at 07:00:11: %v", a.body)
+	}
+
+	// Redis loses everything at 07:00:20 (40 admitted by then).
+	clk.Set(at(4, 7, 0, 20))
+	if err := rdb.FlushAll(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if a := call(t, "GET", base+"/"+first.body["ticket"].(string), "first"); a.status != http.StatusNotFound {
+		t.Fatalf("a ticket of the lost queue: %d %v, want 404 (join again)", a.status, a.body)
+	}
+	again := call(t, "POST", base, "first")
+	later := call(t, "POST", base, "later")
+	if again.body["position"] != float64(41) || later.body["position"] != float64(42) || again.body["ticket"] == first.body["ticket"] {
+		t.Fatalf("after the loss: positions %v, %v, want 41, 42 (nobody admitted ahead of the rate)", again.body["position"], later.body["position"])
+	}
+	if a := call(t, "GET", base+"/"+again.body["ticket"].(string), "first"); a.body["admitted"] != false {
+		t.Fatalf("a new ticket right after the loss was admitted at once: %v", a.body)
+	}
+}
