@@ -17,7 +17,8 @@ func txcostCmd() *cobra.Command {
 		Short: "the write path's yardstick: the minimal hold transaction vs the store's own hold, spread and hot, with ratios",
 		Long: "In one run on one scratch database (created and dropped): the minimal hold transaction (conditional UPDATE of\n" +
 			"the nights + booking INSERT + outbox INSERT) by pgbench and by the Go driver, the store's hold transaction as SQL\n" +
-			"(postgres.HoldScript: the statements Store.Hold sends) and Store.Hold in-process — on spread inventory and on\n" +
+			"(postgres.HoldScript: the statements Store.Hold sends) and Store.Hold in-process, with hot-partition batching off\n" +
+			"and on (\"store hold batched\") — on spread inventory and on\n" +
 			"one hot row set. Prints the rates and each leg's ratio to the minimal transaction of the same shape.",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Log = cmd.ErrOrStderr()
@@ -39,5 +40,6 @@ func txcostCmd() *cobra.Command {
 	f.StringVar(&o.PgBench, "pgbench", "", "pgbench binary (default: PATH, then /usr/lib/postgresql/<15|16|17>/bin)")
 	f.StringSliceVar(&o.Legs, "legs", nil, "run only legs whose \"<leg> <client>\" contains one of these, e.g. pgbench,in-process")
 	f.BoolVar(&o.Keep, "keep", false, "keep the scratch database")
+	f.IntVar(&o.Batch, "batch", 64, "largest batch of the \"store hold batched\" leg (holds of one room type per transaction)")
 	return cmd
 }

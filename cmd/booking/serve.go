@@ -35,7 +35,10 @@ type serveConfig struct {
 	HoldTTL     time.Duration
 	// SoldOutTTL bounds how long a learnt "sold out" refuses holds without
 	// the database (BERTH_SOLDOUT_TTL; 0 turns the cache off).
-	SoldOutTTL       time.Duration
+	SoldOutTTL time.Duration
+	// HoldBatch is the largest batch of holds of one room type decided in
+	// one transaction (BERTH_HOLD_BATCH; 0 or 1 turns batching off).
+	HoldBatch        int
 	LockTimeout      time.Duration
 	StatementTimeout time.Duration
 	IdleInTxTimeout  time.Duration
@@ -74,6 +77,8 @@ func loadServeConfig(cmd *cobra.Command) (serveConfig, error) {
 	c.HoldTTL, err = config.Duration("BERTH_HOLD_TTL", 10*time.Minute)
 	errs.Check(err)
 	c.SoldOutTTL, err = config.Duration("BERTH_SOLDOUT_TTL", time.Second)
+	errs.Check(err)
+	c.HoldBatch, err = config.Int("BERTH_HOLD_BATCH", postgres.DefaultHoldBatch)
 	errs.Check(err)
 	c.LockTimeout, err = config.Duration("BERTH_LOCK_TIMEOUT", 2*time.Second)
 	errs.Check(err)
@@ -117,6 +122,9 @@ func loadServeConfig(cmd *cobra.Command) (serveConfig, error) {
 	}
 	if c.SoldOutTTL < 0 || c.SoldOutTTL > time.Minute {
 		errs.Add("BERTH_SOLDOUT_TTL: 0 (off) to 1m")
+	}
+	if c.HoldBatch < 0 || c.HoldBatch > 1000 {
+		errs.Add("BERTH_HOLD_BATCH: 0 (off) to 1000")
 	}
 	if c.IdleInTxTimeout < time.Second {
 		errs.Add("BERTH_IDLE_IN_TX_TIMEOUT: at least 1s")
@@ -222,6 +230,7 @@ func run(ctx context.Context, cfg serveConfig, stdout io.Writer, ready chan<- st
 	}
 	store := postgres.NewStore(db, cfg.Region, cfg.HoldTTL)
 	store.SetGuestLimits(cfg.GuestLimits)
+	store.SetHoldBatch(cfg.HoldBatch)
 	if cfg.SoldOutTTL > 0 {
 		store.UseSoldOutCache(soldout.New(cfg.SoldOutTTL, nil))
 	}

@@ -70,6 +70,15 @@ func (s *Store) Hold(ctx context.Context, req reservation.HoldRequest, idem *ber
 			defer s.inFlight(req.HotelID, idem.Key)()
 		}
 	}
+	if s.batchMax > 1 {
+		return s.holdQueued(ctx, req, idem, gen)
+	}
+	return s.holdAlone(ctx, req, idem, gen)
+}
+
+// holdAlone is a hold in a transaction of its own (gen: the hotel's
+// sold-out generation when the hold began).
+func (s *Store) holdAlone(ctx context.Context, req reservation.HoldRequest, idem *berth.Idem, gen uint64) (berth.Response, error) {
 	for attempt := 0; ; attempt++ {
 		resp, got, err := s.hold(ctx, req, idem, gen)
 		if err == nil && s.soldOut != nil && (idem == nil || resp.Status < 300) {

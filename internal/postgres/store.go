@@ -23,8 +23,13 @@ type Store struct {
 	// soldOut, when set, refuses holds of stays known to be sold out.
 	soldOut *soldout.Cache
 
+	// batchMax is the largest batch of holds of one room type (≤ 1: off).
+	batchMax int
+	batch    batchCounters
+
 	mu       sync.Mutex
-	inflight map[string]int // hotel + Idempotency-Key of holds in flight
+	inflight map[string]int        // hotel + Idempotency-Key of holds in flight
+	queues   map[string]*holdQueue // hotel + room type of hold transactions running
 }
 
 // NewStore returns a store that writes for region.
@@ -32,7 +37,8 @@ func NewStore(db *DB, region string, holdTTL time.Duration) *Store {
 	if holdTTL <= 0 {
 		holdTTL = 10 * time.Minute
 	}
-	return &Store{db: db, region: region, holdTTL: holdTTL, limits: berth.DefaultGuestLimits, inflight: map[string]int{}}
+	return &Store{db: db, region: region, holdTTL: holdTTL, limits: berth.DefaultGuestLimits,
+		batchMax: DefaultHoldBatch, inflight: map[string]int{}, queues: map[string]*holdQueue{}}
 }
 
 // SetGuestLimits replaces the per-guest limits (berth.DefaultGuestLimits

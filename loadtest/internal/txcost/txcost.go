@@ -54,7 +54,9 @@ type Options struct {
 	// Legs limits the run to legs whose name contains one of these ("" = all).
 	Legs []string
 	Keep bool // keep the scratch database
-	Log  io.Writer
+	// Batch is the largest batch of the batched leg (Store.SetHoldBatch).
+	Batch int
+	Log   io.Writer
 }
 
 // Row is one leg's result.
@@ -65,6 +67,9 @@ type Row struct {
 	P50Ms, P99Ms       float64
 	// FirstError is one failure's message, to tell a broken leg from a slow one.
 	FirstError string
+	// Batches and Batched: the batched leg's batch transactions and the
+	// holds decided in them (the rest ran alone).
+	Batches, Batched int64
 }
 
 // Rate is committed transactions per second.
@@ -80,6 +85,9 @@ const (
 	LegMinimal     = "minimal"
 	LegStoreScript = "store hold SQL"
 	LegStore       = "store hold"
+	// LegStoreBatched is Store.Hold with hot-partition batching on
+	// (docs/adr/0010-hold-batching.md); LegStore runs with it off.
+	LegStoreBatched = "store hold batched"
 )
 
 const region = "us-east"
@@ -231,6 +239,9 @@ func Run(ctx context.Context, adminURL string, o Options) ([]Row, error) {
 	}
 	first := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, 1)
 	store := postgres.NewStore(db, region, 10*time.Minute)
+	store.SetHoldBatch(0) // one transaction per hold
+	batched := postgres.NewStore(db, region, 10*time.Minute)
+	batched.SetHoldBatch(max(o.Batch, 2))
 	var rows []Row
 	for _, shape := range []string{"spread", "hot"} {
 		hot := shape == "hot"
@@ -273,14 +284,13 @@ func Run(ctx context.Context, adminURL string, o Options) ([]Row, error) {
 					return db.RunScript(ctx, sc, v)
 				})
 			}},
-			{LegStore, "in-process", func() (Row, error) {
-				return o.drive(ctx, func(ctx context.Context, r *rand.Rand) error {
-					resp, err := store.Hold(ctx, holdReq(r), &berth.Idem{Key: uuid.NewString(), Hash: "txcost", Render: render})
-					if err == nil && resp.Status != 201 {
-						err = fmt.Errorf("hold answered %d: %s", resp.Status, resp.Body)
-					}
-					return err
-				})
+			{LegStore, "in-process", func() (Row, error) { return o.driveStore(ctx, store, holdReq) }},
+			{LegStoreBatched, "in-process", func() (Row, error) {
+				before := batched.HoldBatchStats()
+				row, err := o.driveStore(ctx, batched, holdReq)
+				after := batched.HoldBatchStats()
+				row.Batches, row.Batched = after.Batches-before.Batches, after.Batched-before.Batched
+				return row, err
 			}},
 		}
 		for _, l := range legs {
@@ -298,7 +308,7 @@ func Run(ctx context.Context, adminURL string, o Options) ([]Row, error) {
 				return rows, fmt.Errorf("%s (%s, %s): %w", l.leg, l.client, shape, err)
 			}
 			row.Leg, row.Client, row.Shape = l.leg, l.client, shape
-			o.logf("txcost: %-15s %-10s %-6s %7.0f tx/s  failed %d", row.Leg, row.Client, row.Shape, row.Rate(), row.Failed)
+			o.logf("txcost: %-18s %-10s %-6s %7.0f tx/s  failed %d%s", row.Leg, row.Client, row.Shape, row.Rate(), row.Failed, row.batchNote())
 			rows = append(rows, row)
 		}
 	}
@@ -333,6 +343,27 @@ func render(value any, err error) (int, []byte) {
 	}
 	b, _ := json.Marshal(value)
 	return 201, b
+}
+
+// driveStore drives Store.Hold in-process: every hold a guest and a key
+// of its own, each answer a 201.
+func (o Options) driveStore(ctx context.Context, s *postgres.Store, holdReq func(*rand.Rand) reservation.HoldRequest) (Row, error) {
+	return o.drive(ctx, func(ctx context.Context, r *rand.Rand) error {
+		resp, err := s.Hold(ctx, holdReq(r), &berth.Idem{Key: uuid.NewString(), Hash: "txcost", Render: render})
+		if err == nil && resp.Status != 201 {
+			err = fmt.Errorf("hold answered %d: %s", resp.Status, resp.Body)
+		}
+		return err
+	})
+}
+
+// batchNote says how the batched leg's holds were decided.
+func (r Row) batchNote() string {
+	if r.Batches == 0 {
+		return ""
+	}
+	return fmt.Sprintf("  (%d batches, %.1f holds each; %d of %d holds batched)", r.Batches, float64(r.Batched)/float64(r.Batches),
+		r.Batched, r.Ops)
 }
 
 // drive runs op on Workers goroutines, closed loop, for Duration
@@ -444,6 +475,11 @@ func Print(w io.Writer, o Options, rows []Row) {
 			ratio(r, "pgbench"), ratio(r, "pgx"))
 	}
 	tw.Flush()
+	for _, r := range rows {
+		if note := r.batchNote(); note != "" {
+			fmt.Fprintf(w, "%s (%s, %s):%s\n", r.Leg, r.Client, r.Shape, note)
+		}
+	}
 	for _, r := range rows {
 		if r.FirstError != "" {
 			fmt.Fprintf(w, "%s (%s, %s): first failure: %s\n", r.Leg, r.Client, r.Shape, r.FirstError)

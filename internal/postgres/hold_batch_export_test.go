@@ -1,0 +1,13 @@
+package postgres
+
+// QueuedHoldsForTest returns how many holds of a room type wait for their
+// batch (-1: no hold transaction of it is running).
+func (s *Store) QueuedHoldsForTest(hotelID, roomTypeID string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q := s.queues[hotelID+"\x00"+roomTypeID]
+	if q == nil {
+		return -1
+	}
+	return len(q.waiting)
+}
