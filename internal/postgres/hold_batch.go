@@ -2,10 +2,10 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -192,15 +192,22 @@ func (s *Store) runBatch(calls []*holdCall) {
 	}()
 	var batch, alone []*holdCall
 	keys := map[string]bool{}
+	guests := map[string]bool{}
 	for _, c := range calls {
-		if c.idem != nil {
-			if keys[c.idem.Key] {
-				alone = append(alone, c) // a duplicate: it replays after the batch
-				continue
+		switch {
+		case c.idem != nil && (keys[c.idem.Key] || c.idem.Webhook):
+			alone = append(alone, c) // a duplicate: it replays after the batch
+		case guests[c.req.GuestID]:
+			// A guest's second hold in one batch: its count depends on the
+			// first's, so it is decided after it.
+			alone = append(alone, c)
+		default:
+			if c.idem != nil {
+				keys[c.idem.Key] = true
 			}
-			keys[c.idem.Key] = true
+			guests[c.req.GuestID] = true
+			batch = append(batch, c)
 		}
-		batch = append(batch, c)
 	}
 	// The batch's transaction is every call's: none's cancellation may
 	// abort it (statement_timeout and lock_timeout still bound it).
@@ -355,101 +362,121 @@ func lockBatchNights(ctx context.Context, tx pgx.Tx, hotelID, roomTypeID string,
 	return state, t, nil
 }
 
-// batchStep says how to read one queued statement's outcome.
-type batchStep struct {
-	kind int // stepTake, stepGuest, stepKey or stepRow
-	call *holdCall
-}
+// The batch's rows, one statement per table whatever the batch's size:
+// every row one request's, each request's answer its own.
 
-const (
-	stepTake  = iota // takeBatchSQL: must touch every night it names
-	stepGuest        // takeGuestHoldSQL: no row = a per-guest limit refused the call
-	stepKey          // claimAnsweredKeySQL: no row = the key was taken already
-	stepRow          // a row written; only its error matters
-)
+// countBatchGuestsSQL is takeGuestHoldSQL for every winner of a batch (each
+// guest once), the rows locked in guest order — last in the lock order, and
+// sorted, so that batches of two room types of one hotel never deadlock on
+// them. It returns the guests it counted; a guest missing was refused by a
+// per-guest limit.
+const countBatchGuestsSQL = `
+INSERT INTO guest_holds AS g (hotel_id, guest_id, home_region, holds, rooms)
+SELECT $1::UUID, x.guest, $2::TEXT, 1, x.qty FROM unnest($3::TEXT[], $4::INT4[]) AS x(guest, qty)
+WHERE 1 <= $5::INT4 AND x.qty <= $6::INT4
+ORDER BY x.guest
+ON CONFLICT (hotel_id, guest_id) DO UPDATE SET holds = g.holds + 1, rooms = g.rooms + excluded.rooms
+WHERE g.holds + 1 <= $5::INT4 AND g.rooms + excluded.rooms <= $6::INT4
+RETURNING g.guest_id`
+
+// insertBatchReservationsSQL records every winner's held reservation
+// (insertReservationSQL, one row per winner).
+const insertBatchReservationsSQL = `
+INSERT INTO reservations (hotel_id, reservation_id, home_region, room_type_id, guest_id, check_in, check_out,
+		quantity, status, hold_expires_at, total_price_cents, currency, contact_email, contact_phone, version, created_at, updated_at)
+SELECT $1::UUID, r.id, $2::TEXT, $3::UUID, r.guest, r.check_in, r.check_out, r.qty, 'held', $4::TIMESTAMPTZ, r.price, $5::TEXT,
+       NULLIF(r.email, ''), NULLIF(r.phone, ''), 1, $6::TIMESTAMPTZ, $6::TIMESTAMPTZ
+FROM unnest($7::UUID[], $8::TEXT[], $9::DATE[], $10::DATE[], $11::INT4[], $12::INT8[], $13::TEXT[], $14::TEXT[])
+     AS r(id, guest, check_in, check_out, qty, price, email, phone)`
+
+// insertBatchEventsSQL writes every winner's reservation.held event
+// (insertOutboxSQL, one row per winner, seq in arrival order).
+const insertBatchEventsSQL = `
+INSERT INTO outbox (partition_id, event_id, home_region, kind, event_type, aggregate_id, aggregate_version, seq, payload, trace_context)
+SELECT $1::UUID, e.id, $2::TEXT, $3::TEXT, $4::TEXT, e.aggregate, e.version, e.seq, e.payload::JSONB, e.trace
+FROM unnest($5::UUID[], $6::UUID[], $7::INT8[], $8::INT4[], $9::TEXT[], $10::TEXT[]) AS e(id, aggregate, version, seq, payload, trace)`
+
+// claimBatchKeysSQL is claimAnsweredKeySQL for every request of a batch
+// with a key (each key once): a winner's with its 201, a loser's with its
+// 409. It returns the keys it claimed; a key missing was claimed already
+// (a replay, or a duplicate that committed first).
+const claimBatchKeysSQL = `
+INSERT INTO idempotency_keys (partition_id, idem_key, home_region, request_hash, response_status, response_body)
+SELECT $1::UUID, k.key, $2::TEXT, k.hash, k.status, k.body
+FROM unnest($3::TEXT[], $4::TEXT[], $5::INT4[], $6::BYTEA[]) AS k(key, hash, status, body)
+ORDER BY k.key
+ON CONFLICT (partition_id, idem_key) DO NOTHING
+RETURNING idem_key`
 
 // writeBatch executes the batch's decision in one round trip: the rooms of
-// every winner in one conditional UPDATE, each winner's guest count,
-// reservation, event and key with its answer, each loser's key with its
-// 409. It fills out.decided (with out.short: a loser's nights, nil for a
-// winner).
+// every winner in one conditional UPDATE, then the winners' guest counts,
+// reservations and events and every request's key with its own answer, a
+// statement per table. It fills out.decided (with out.short: a loser's
+// nights, nil for a winner); calls a per-guest limit refused or whose key
+// was taken make it a batchRedo.
 func (s *Store) writeBatch(ctx context.Context, tx pgx.Tx, plan []*holdCall, claims []reservation.Claim, allot []reservation.Allotment,
 	state map[string]batchNight, t taken, out *batchOutcome) error {
+	hotelID, roomTypeID := plan[0].req.HotelID, plan[0].req.RoomTypeID
 	// Per night: rooms taken and winners so far; each winner's event reports
 	// what is left after it and the version its own take would have given.
 	type take struct{ rooms, winners int32 }
 	takes := map[string]take{}
-	var nightOrder []string
-	b := &pgx.Batch{}
-	var steps []batchStep
-	type winner struct {
-		call *holdCall
-		r    reservation.Reservation
-		ev   event
-	}
-	var winners []winner
-	for i, c := range plan {
-		a := allot[i]
-		if !a.Won {
-			continue
+	var (
+		res struct {
+			ids, guests, emails, phones []string
+			ins, outs                   []time.Time
+			qtys                        []int32
+			prices                      []int64
 		}
-		counts := make([]reservation.NightCount, len(claims[i].Nights))
-		for j, n := range claims[i].Nights {
-			tk, seen := takes[n]
-			if !seen {
-				nightOrder = append(nightOrder, n)
-			}
-			tk.rooms += int32(c.req.Quantity)
-			tk.winners++
-			takes[n] = tk
-			counts[j] = reservation.NightCount{Night: n, Available: max(a.Left[j], 0), Version: state[n].version + int64(tk.winners)}
+		ev struct {
+			ids, aggregates, payloads []string
+			versions                  []int64
+			seqs                      []int32
+			traces                    []*string
 		}
-		r := heldReservation(c.req, t)
-		winners = append(winners, winner{c, r, reservationInventoryEvent(reservation.EventHeld, r, counts)})
-	}
-	if len(winners) > 0 {
-		slices.Sort(nightOrder)
-		dates := make([]time.Time, len(nightOrder))
-		rooms := make([]int32, len(nightOrder))
-		bumps := make([]int32, len(nightOrder))
-		for i, n := range nightOrder {
-			d, _ := reservation.ParseDate(n)
-			dates[i], rooms[i], bumps[i] = d.Time(), takes[n].rooms, takes[n].winners
+		keys struct {
+			keys, hashes []string
+			statuses     []int32
+			bodies       [][]byte
 		}
-		b.Queue(takeBatchSQL, plan[0].req.HotelID, plan[0].req.RoomTypeID, dates, rooms, bumps, s.region)
-		steps = append(steps, batchStep{kind: stepTake})
-		// The guests' rows come last in the lock order; sorted by guest, so
-		// that batches of two room types of one hotel never deadlock on them.
-		order := slices.Clone(winners)
-		slices.SortStableFunc(order, func(a, b winner) int { return strings.Compare(a.r.GuestID, b.r.GuestID) })
-		for _, w := range order {
-			b.Queue(takeGuestHoldSQL, w.r.HotelID, w.r.GuestID, s.region, w.r.Quantity, s.limits.Holds, s.limits.Quantity)
-			steps = append(steps, batchStep{kind: stepGuest, call: w.call})
-		}
-	}
-	wi := 0
+		guestOf = map[string]*holdCall{}
+		keyOf   = map[string]*holdCall{}
+	)
 	for i, c := range plan {
 		var (
 			resp  berth.Response
 			short []string
 			err   error
 		)
-		if allot[i].Won {
-			w := winners[wi]
-			wi++
-			queueInsertReservation(b, s.region, w.r)
-			steps = append(steps, batchStep{kind: stepRow})
-			if err := queueEvents(c.ctx, b, s.region, w.ev); err != nil {
-				return err
+		if a := allot[i]; a.Won {
+			counts := make([]reservation.NightCount, len(claims[i].Nights))
+			for j, n := range claims[i].Nights {
+				tk := takes[n]
+				tk.rooms += int32(c.req.Quantity)
+				tk.winners++
+				takes[n] = tk
+				counts[j] = reservation.NightCount{Night: n, Available: max(a.Left[j], 0), Version: state[n].version + int64(tk.winners)}
 			}
-			steps = append(steps, batchStep{kind: stepRow})
+			r := heldReservation(c.req, t)
+			res.ids, res.guests, res.emails, res.phones = append(res.ids, r.ID), append(res.guests, r.GuestID),
+				append(res.emails, r.ContactEmail), append(res.phones, r.ContactPhone)
+			res.ins, res.outs = append(res.ins, r.CheckIn.Time()), append(res.outs, r.CheckOut.Time())
+			res.qtys, res.prices = append(res.qtys, int32(r.Quantity)), append(res.prices, r.TotalPriceCents)
+			e := reservationInventoryEvent(reservation.EventHeld, r, counts)
+			payload, err := json.Marshal(e.data)
+			if err != nil {
+				return fmt.Errorf("encode %s event: %w", e.typ, err)
+			}
+			ev.ids, ev.aggregates, ev.payloads = append(ev.ids, newEventID()), append(ev.aggregates, e.aggregateID), append(ev.payloads, string(payload))
+			ev.versions, ev.seqs, ev.traces = append(ev.versions, e.version), append(ev.seqs, int32(len(ev.seqs))), append(ev.traces, traceContext(c.ctx))
+			guestOf[r.GuestID] = c
 			if c.idem == nil {
-				resp.Value = w.r
-			} else if resp, err = renderAnswer(c.idem, w.r, nil); err != nil {
+				resp.Value = r
+			} else if resp, err = renderAnswer(c.idem, r, nil); err != nil {
 				return err
 			}
 		} else {
-			short = allot[i].Short
+			short = a.Short
 			err = soldOutError(c.req.Stay, c.req.Quantity, short)
 			if c.idem != nil {
 				if resp, err = renderAnswer(c.idem, nil, err); err != nil {
@@ -458,30 +485,79 @@ func (s *Store) writeBatch(ctx context.Context, tx pgx.Tx, plan []*holdCall, cla
 			}
 		}
 		if c.idem != nil {
-			b.Queue(claimAnsweredKeySQL, c.req.HotelID, c.idem.Key, s.region, c.idem.Hash, resp.Status, resp.Body)
-			steps = append(steps, batchStep{kind: stepKey, call: c})
+			keys.keys, keys.hashes = append(keys.keys, c.idem.Key), append(keys.hashes, c.idem.Hash)
+			keys.statuses, keys.bodies = append(keys.statuses, int32(resp.Status)), append(keys.bodies, resp.Body)
+			keyOf[c.idem.Key] = c
 		}
 		out.decided = append(out.decided, decided{call: c, resp: resp, err: err})
 		out.short = append(out.short, short)
 	}
 
+	b := &pgx.Batch{}
+	nights := make([]string, 0, len(takes))
+	for n := range takes {
+		nights = append(nights, n)
+	}
+	if len(nights) > 0 {
+		slices.Sort(nights)
+		dates := make([]time.Time, len(nights))
+		rooms := make([]int32, len(nights))
+		bumps := make([]int32, len(nights))
+		for i, n := range nights {
+			d, err := reservation.ParseDate(n)
+			if err != nil {
+				return err
+			}
+			dates[i], rooms[i], bumps[i] = d.Time(), takes[n].rooms, takes[n].winners
+		}
+		b.Queue(takeBatchSQL, hotelID, roomTypeID, dates, rooms, bumps, s.region)
+		b.Queue(countBatchGuestsSQL, hotelID, s.region, res.guests, res.qtys, s.limits.Holds, s.limits.Quantity)
+		b.Queue(insertBatchReservationsSQL, hotelID, s.region, roomTypeID, t.expiresAt.UTC(), t.currency, t.now.UTC(),
+			res.ids, res.guests, res.ins, res.outs, res.qtys, res.prices, res.emails, res.phones)
+		b.Queue(insertBatchEventsSQL, hotelID, s.region, string(berth.KindHotel), reservation.EventHeld,
+			ev.ids, ev.aggregates, ev.versions, ev.seqs, ev.payloads, ev.traces)
+	}
+	if len(keys.keys) > 0 {
+		b.Queue(claimBatchKeysSQL, hotelID, s.region, keys.keys, keys.hashes, keys.statuses, keys.bodies)
+	}
+	if b.Len() == 0 {
+		return nil
+	}
 	br := tx.SendBatch(ctx, b)
+	defer br.Close()
 	var redo []*holdCall
-	for _, st := range steps {
+	if len(nights) > 0 {
 		tag, err := br.Exec()
 		if err != nil {
-			br.Close()
-			if st.kind == stepKey {
-				return claimError(err)
-			}
-			return fmt.Errorf("record batch: %w", err)
+			return fmt.Errorf("take batch nights: %w", err)
 		}
-		switch {
-		case st.kind == stepTake && tag.RowsAffected() != int64(len(nightOrder)):
-			br.Close()
-			return fmt.Errorf("batch took %d of %d nights: %w", tag.RowsAffected(), len(nightOrder), errBatchShort)
-		case (st.kind == stepGuest || st.kind == stepKey) && tag.RowsAffected() == 0 && !slices.Contains(redo, st.call):
-			redo = append(redo, st.call)
+		if tag.RowsAffected() != int64(len(nights)) {
+			return fmt.Errorf("batch took %d of %d nights: %w", tag.RowsAffected(), len(nights), errBatchShort)
+		}
+		counted, err := returned(br)
+		if err != nil {
+			return fmt.Errorf("count batch guests: %w", err)
+		}
+		for g, c := range guestOf {
+			if !counted[g] {
+				redo = append(redo, c) // a per-guest limit refused it
+			}
+		}
+		for range 2 {
+			if _, err := br.Exec(); err != nil {
+				return fmt.Errorf("record batch: %w", err)
+			}
+		}
+	}
+	if len(keys.keys) > 0 {
+		claimed, err := returned(br)
+		if err != nil {
+			return claimError(err)
+		}
+		for k, c := range keyOf {
+			if !claimed[k] && !slices.Contains(redo, c) {
+				redo = append(redo, c) // taken already: it replays
+			}
 		}
 	}
 	if err := br.Close(); err != nil {
@@ -491,6 +567,25 @@ func (s *Store) writeBatch(ctx context.Context, tx pgx.Tx, plan []*holdCall, cla
 		return &batchRedo{calls: redo}
 	}
 	return nil
+}
+
+// returned reads the next statement's single text column into a set.
+func returned(br pgx.BatchResults) (map[string]bool, error) {
+	rows, err := br.Query()
+	if err != nil {
+		return nil, err
+	}
+	set := map[string]bool{}
+	for rows.Next() {
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		set[v] = true
+	}
+	rows.Close()
+	return set, rows.Err()
 }
 
 // errBatchShort: the batch's UPDATE did not take what was decided on the

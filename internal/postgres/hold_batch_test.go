@@ -143,8 +143,8 @@ func TestBatchedHoldsKeepTheInvariantAndTheirOwnAnswers(t *testing.T) {
 }
 
 // A batch in which some holds cannot be decided with the others — past a
-// per-guest limit, a key used before with another request, a key twice in
-// the batch, a night not loaded — decides the others together and each
+// per-guest limit, a guest twice, a key used before with another request, a
+// key twice in the batch, a night not loaded — decides the others together and each
 // of those alone, with the answer it would get without batching.
 func TestOneBadHoldInABatchFailsAlone(t *testing.T) {
 	t.Parallel()
@@ -192,6 +192,7 @@ func TestOneBadHoldInABatchFailsAlone(t *testing.T) {
 		{"not loaded", holdOf(t, h, "far", 19, 3, 1), uuid.NewString(), "h"},
 		{"duplicate 2", holdOf(t, h, "dup", 8, 1, 1), dupKey, "h"},
 		{"good 3", holdOf(t, h, "g3", 6, 1, 4), uuid.NewString(), "h"},
+		{"limited early", holdOf(t, h, "early", 6, 1, 1), uuid.NewString(), "h"},
 	}
 	out := make([]answer, len(calls))
 	var wg sync.WaitGroup
@@ -230,6 +231,9 @@ func TestOneBadHoldInABatchFailsAlone(t *testing.T) {
 	if a := got["limited 2"]; berth.ErrorCode(a.err) != berth.CodeLimitExceeded {
 		t.Errorf("the guest's second hold: %+v, want limit_exceeded", a)
 	}
+	if a := got["limited early"]; berth.ErrorCode(a.err) != berth.CodeLimitExceeded {
+		t.Errorf("a hold of a guest at the limit: %+v, want limit_exceeded", a)
+	}
 	if a := got["reused key"]; berth.ErrorCode(a.err) != berth.CodeIdempotencyKeyReused {
 		t.Errorf("a key reused with another request: %+v, want idempotency_key_reused", a)
 	}
@@ -237,9 +241,10 @@ func TestOneBadHoldInABatchFailsAlone(t *testing.T) {
 		t.Errorf("a stay past the loaded nights: %+v, want 409 sold_out", a)
 	}
 	stats := store.HoldBatchStats()
-	if want := (postgres.BatchStats{Batches: 1, Batched: 5, Alone: 4}); stats != want {
+	if want := (postgres.BatchStats{Batches: 1, Batched: 5, Alone: 5}); stats != want {
 		// good 1 to 3, limited 1 and duplicate 1 decided together; limited 2,
-		// the reused key, the stay not loaded and duplicate 2 alone.
+		// the reused key, the stay not loaded, duplicate 2 and the guest at
+		// the limit alone.
 		t.Errorf("batching: %+v, want %+v", stats, want)
 	}
 	env.AssertInventory()
