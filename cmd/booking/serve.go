@@ -235,7 +235,7 @@ func run(ctx context.Context, cfg serveConfig, stdout io.Writer, ready chan<- st
 		store.UseSoldOutCache(soldout.New(cfg.SoldOutTTL, nil))
 	}
 	w := &wiring{cfg: cfg, db: db, store: store, log: log, tel: tel, api: httpapi.Config{
-		Region: cfg.Region, Hotels: store, Stays: store, Tokens: tokens, Logger: log, Ready: db.Ping,
+		Region: cfg.Region, Hotels: store, Stays: store, Waitlist: store, Tokens: tokens, Logger: log, Ready: db.Ping,
 	}}
 	defer w.close()
 	// Each part of the service wires itself from its own file.

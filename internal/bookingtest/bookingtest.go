@@ -82,7 +82,7 @@ func StartOn(t testing.TB, db *postgres.DB, dbURL string, opts Options) *Env {
 	}
 	provider := postgres.NewDevPaymentProvider(db)
 	cfg := httpapi.Config{
-		Region: opts.Region, Hotels: store, Stays: store, Tokens: tokens, Ready: db.Ping, PaymentProvider: provider,
+		Region: opts.Region, Hotels: store, Stays: store, Waitlist: store, Tokens: tokens, Ready: db.Ping, PaymentProvider: provider,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 	if opts.Configure != nil {

@@ -17,6 +17,7 @@ var domain = []string{
 	"internal/appointment",
 	"internal/placement",
 	"internal/soldout",
+	"internal/waitlist",
 }
 
 // edge packages must not reach the database driver, its migrations or its

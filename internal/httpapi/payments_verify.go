@@ -59,28 +59,44 @@ func (s *Server) withPaymentIntent(ctx context.Context, kind berth.Kind, partiti
 		// Confirmed at once, free, or paid at the desk: nothing to pay online.
 		return resp, nil
 	}
-	in, err := s.cfg.PaymentProvider.CreateIntent(ctx, payments.IntentRequest{
-		Kind: string(kind), PartitionID: partitionID, ReservationID: id, AmountCents: *amount, Currency: held.Currency,
-		IdempotencyKey: "berth-" + string(kind) + "-" + id,
-	})
+	view, err := s.paymentIntent(ctx, kind, partitionID, id, *amount, held.Currency)
 	if err != nil {
-		s.log.ErrorContext(ctx, "create payment intent", "kind", kind, "reservation_id", id, "err", err)
-		return resp, &berth.Error{Code: berth.CodeUnavailable, RetryAfter: 2, Err: err,
-			Detail: "the payment provider is unavailable; the hold stands: retry with the same Idempotency-Key"}
+		var be *berth.Error
+		if errors.As(err, &be) {
+			be.Detail = "the payment provider is unavailable; the hold stands: retry with the same Idempotency-Key"
+		}
+		return resp, err
 	}
 	var body map[string]json.RawMessage
 	if err := json.Unmarshal(resp.Body, &body); err != nil {
 		return resp, err
 	}
-	view, err := json.Marshal(paymentView{IntentID: in.ID, AmountCents: in.AmountCents, Currency: in.Currency, ClientSecret: in.ClientSecret})
+	raw, err := json.Marshal(view)
 	if err != nil {
 		return resp, err
 	}
-	body["payment"] = view
+	body["payment"] = raw
 	if resp.Body, err = json.Marshal(body); err != nil {
 		return resp, err
 	}
 	return resp, nil
+}
+
+// paymentIntent creates (or, under the same key, finds again) the payment
+// intent of a held reservation or appointment id for amount in currency: a
+// fresh hold's, and a waitlist offer's, which the guest asks for when they
+// read their entry. An unreachable provider is 503 with Retry-After.
+func (s *Server) paymentIntent(ctx context.Context, kind berth.Kind, partitionID, id string, amount int64, currency string) (paymentView, error) {
+	in, err := s.cfg.PaymentProvider.CreateIntent(ctx, payments.IntentRequest{
+		Kind: string(kind), PartitionID: partitionID, ReservationID: id, AmountCents: amount, Currency: currency,
+		IdempotencyKey: "berth-" + string(kind) + "-" + id,
+	})
+	if err != nil {
+		s.log.ErrorContext(ctx, "create payment intent", "kind", kind, "reservation_id", id, "err", err)
+		return paymentView{}, &berth.Error{Code: berth.CodeUnavailable, RetryAfter: 2, Err: err,
+			Detail: "the payment provider is unavailable; the hold stands: retry"}
+	}
+	return paymentView{IntentID: in.ID, AmountCents: in.AmountCents, Currency: in.Currency, ClientSecret: in.ClientSecret}, nil
 }
 
 // guestPayment verifies a guest's payment_ref with the provider before the

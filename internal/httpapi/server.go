@@ -35,6 +35,8 @@ type Config struct {
 	// Stays serves the rooms and front-desk routes when set (rooms.go,
 	// desk.go).
 	Stays StayStore
+	// Waitlist serves the hotel waitlist routes when set (waitlist.go).
+	Waitlist WaitlistStore
 	// Clinics serves the clinic routes when set (clinics.go).
 	Clinics ClinicStore
 	// Payments serves the payment webhook when set (payments.go).
@@ -107,6 +109,9 @@ func (s *Server) routes() {
 	}
 	if s.cfg.Stays != nil {
 		s.roomRoutes()
+	}
+	if s.cfg.Waitlist != nil && s.cfg.Hotels != nil {
+		s.waitlistRoutes()
 	}
 	if s.cfg.Clinics != nil {
 		s.clinicRoutes()

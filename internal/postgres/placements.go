@@ -39,6 +39,9 @@ var partitionTables = map[berth.Kind][]partitionTable{
 		{name: "rooms", column: "hotel_id", lockOrder: "room_id"},
 		{name: "room_nights", column: "hotel_id", lockOrder: "room_id, night"},
 		{name: "guest_holds", column: "hotel_id"},
+		{name: "waitlist_queues", column: "hotel_id"},
+		{name: "waitlist_entries", column: "hotel_id"},
+		{name: "waitlist_events", column: "hotel_id"},
 	},
 	berth.KindClinic: {
 		{name: "clinics", column: "clinic_id"},

@@ -215,7 +215,7 @@ func reservationEvent(typ string, r reservation.Reservation) event {
 
 const reservationColumns = `reservation_id::TEXT, hotel_id::TEXT, room_type_id::TEXT, guest_id, check_in, check_out, quantity,
 	status, hold_expires_at, total_price_cents, currency, COALESCE(payment_ref, ''), COALESCE(contact_email, ''),
-	COALESCE(contact_phone, ''), version, created_at, updated_at, released_from`
+	COALESCE(contact_phone, ''), version, created_at, updated_at, released_from, COALESCE(waitlist_entry_id::TEXT, '')`
 
 func scanReservation(row pgx.Row) (reservation.Reservation, error) {
 	var (
@@ -227,7 +227,7 @@ func scanReservation(row pgx.Row) (reservation.Reservation, error) {
 	)
 	err := row.Scan(&r.ID, &r.HotelID, &r.RoomTypeID, &r.GuestID, &ci, &co, &qty, &status, &r.HoldExpiresAt,
 		&r.TotalPriceCents, &r.Currency, &r.PaymentRef, &r.ContactEmail, &r.ContactPhone, &r.Version, &r.CreatedAt, &r.UpdatedAt,
-		&released)
+		&released, &r.WaitlistEntryID)
 	if released != nil {
 		d := reservation.DateOf(*released)
 		r.ReleasedFrom = &d

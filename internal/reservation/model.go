@@ -55,10 +55,13 @@ type Reservation struct {
 	// no-show; the reservation occupies [check_in, released_from).
 	ReleasedFrom *Date `json:"released_from,omitempty"`
 	// Rooms are the rooms a checked-in (or checked-out) stay was assigned.
-	Rooms     []AssignedRoom `json:"rooms,omitempty"`
-	Version   int64          `json:"version"`
-	CreatedAt time.Time      `json:"created_at"`
-	UpdatedAt time.Time      `json:"updated_at"`
+	Rooms []AssignedRoom `json:"rooms,omitempty"`
+	// WaitlistEntryID names the waitlist entry this hold was offered to (a
+	// hold the waitlist made, not the guest); empty otherwise.
+	WaitlistEntryID string    `json:"waitlist_entry_id,omitempty"`
+	Version         int64     `json:"version"`
+	CreatedAt       time.Time `json:"created_at"`
+	UpdatedAt       time.Time `json:"updated_at"`
 }
 
 // Stay returns the reservation's nights.
