@@ -61,20 +61,26 @@ func TestChaos(t *testing.T) {
 	hotels := s.seed(t, m.Hotels, m.Rooms, m.HotRooms, from.Format("2006-01-02"), from.AddDate(0, 0, m.Load.Window+1).Format("2006-01-02"))
 
 	clinics := s.seedClinics(t, m.SlotMinutes, from.AddDate(0, 0, 2))
+	e := s.startEdges(t, from.AddDate(0, 0, 5))
 
 	l := newLoad(m.Load, []string{s.routerURL}, s.admin, hotels, from)
-	l.clinics, l.guestToken = clinics, s.guestToken(t)
+	l.clinics, l.guestToken = clinics, s.mint
 	loadCtx, stopLoad := context.WithCancel(context.Background())
 	loadDone := make(chan struct{})
 	go func() { defer close(loadDone); l.run(loadCtx) }()
 	t.Cleanup(func() { stopLoad(); <-loadDone })
+
+	edgeCtx, stopEdges := context.WithCancel(context.Background())
+	edgesDone := make(chan struct{})
+	go func() { defer close(edgesDone); e.run(edgeCtx) }()
+	t.Cleanup(func() { stopEdges(); <-edgesDone })
 
 	rep := &report{Mode: m, Started: started, Hotels: len(hotels), Clinics: len(clinics), Regions: s.regions}
 	time.Sleep(m.Warmup)
 	ctx := context.Background()
 	watch := newLagWatch(s.db)
 	for _, f := range s.faults(longMode()) {
-		r := runFault(t, ctx, s, l, f, m)
+		r := runFault(t, ctx, s, l, e, f, m)
 		rep.Faults = append(rep.Faults, r)
 		if r.Progress {
 			watch.add(len(rep.Faults)-1, r.probe, r.Healed)
@@ -83,6 +89,10 @@ func TestChaos(t *testing.T) {
 	stopLoad()
 	<-loadDone
 	rep.LoadEnded = time.Now().UTC()
+	stopEdges()
+	<-edgesDone
+	edgeRep := e.audit(rep.Faults)
+	rep.Edges = &edgeRep
 	rep.LoadStarted = l.started.UTC()
 
 	// Every unknown outcome gets a last chance now that all is healed.
@@ -96,7 +106,7 @@ func TestChaos(t *testing.T) {
 
 // runFault injects one fault for the mode's duration, heals it and
 // measures the time to the first successful hold after healing.
-func runFault(t *testing.T, ctx context.Context, s *stack, l *load, f fault, m mode) faultResult {
+func runFault(t *testing.T, ctx context.Context, s *stack, l *load, e *edges, f fault, m mode) faultResult {
 	t.Helper()
 	r := faultResult{Name: f.Name, Target: f.Target, What: f.What}
 	r.Injected = time.Now()
@@ -137,6 +147,12 @@ func runFault(t *testing.T, ctx context.Context, s *stack, l *load, f fault, m m
 	}
 	if !r.Progress || r.TimeToSuccess > progressBound {
 		t.Errorf("fault %s: no successful hold within %s of healing (waited %s)", f.Name, progressBound, time.Since(r.Healed).Round(time.Millisecond))
+	}
+	// The router's rate limit is enforced again (the audit fails otherwise).
+	if e != nil {
+		if d, ok := e.waitLimited(r.Healed, progressBound); ok {
+			r.LimitBack = d.Round(time.Millisecond).String()
+		}
 	}
 	// The booking services must all be up again before the next fault.
 	for _, region := range s.regions {

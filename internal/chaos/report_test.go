@@ -30,7 +30,10 @@ type faultResult struct {
 	// ReadModelLag: how long after healing the first post-heal booking
 	// showed in the read model (-1 = never within the budget).
 	ReadModelLag time.Duration `json:"read_model_lag_ns"`
-	probe        success
+	// LimitBack: how long after healing the router's rate limit refused a
+	// read again ("" = not within progressBound).
+	LimitBack string `json:"limit_back_in,omitempty"`
+	probe     success
 	// Outcomes of the requests started while the fault was on (first
 	// attempt), and how many of the unknown ones resolved.
 	Requests counts `json:"requests"`
@@ -94,6 +97,7 @@ type report struct {
 	DeadLetters int64                  `json:"read_model_dead_letters"`
 	Checks      []check                `json:"checks"`
 	Violations  int                    `json:"invariant_violations"`
+	Edges       *edgeReport            `json:"edges,omitempty"`
 }
 
 // audit checks the run and fills in the report.
@@ -230,6 +234,11 @@ func (rep *report) audit(t *testing.T, ctx context.Context, s *stack, l *load, m
 			info("redis in use", fmt.Sprintf("%d keys cached", n))
 		}
 	}
+	if rep.Edges != nil {
+		for _, c := range rep.Edges.Checks {
+			add(c.Name, c.OK, c.Detail)
+		}
+	}
 	for _, f := range rep.Faults {
 		add("progress after "+f.Name, f.Progress && f.TimeToSuccess <= progressBound, fmt.Sprintf("first successful hold %s after healing", fmtDur(f.TimeToSuccess, f.Progress)))
 	}
@@ -288,6 +297,15 @@ func (rep *report) markdown() string {
 		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %d | %d |\n", k, c.Total, c.OK, c.Rejected, c.Failed, c.Unknown, c.Resolved, c.Retries)
 	}
 	fmt.Fprintf(&b, "\nFinal outcomes after retries: %v. Definite refusals: %v. Unknown first attempts: %v.\n\n", rep.Final, rep.Codes, rep.Unknowns)
+	if e := rep.Edges; e != nil {
+		fmt.Fprintf(&b, "Rate limiter and waiting room (%s):\n\n", e.Limit)
+		b.WriteString("| stretch | reads | 429 | let through | failed open | bound | limit back after heal |\n|---|---:|---:|---:|---:|---:|---:|\n")
+		for _, st := range e.Stretch {
+			fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %s |\n", st.Name, st.Reads, st.Refused, st.Admitted, st.FailOpen, st.Bound, st.BackIn)
+		}
+		fmt.Fprintf(&b, "\nWaiting room: %d tickets, %d admitted, %d lost to the flush; answers %v; holds with an access token %v.\n\n",
+			e.Tickets, e.Admitted, e.Lost, e.Answers, e.Holds)
+	}
 	b.WriteString("| check | result | detail |\n|---|---|---|\n")
 	for _, c := range rep.Checks {
 		res := "pass"
