@@ -92,6 +92,10 @@ func clinicOpeningCmd() *cobra.Command {
 			cmd.Flags().IntVar(&o.Doctors, "doctors", 20, "doctors (24 slots of 20 min each)")
 			cmd.Flags().IntVar(&o.Patients, "patients", 2000, "patients arriving")
 			cmd.Flags().StringVar(&o.Region, "home-region", "", "home region of the clinic")
+			cmd.Flags().StringSliceVar(&o.Models, "patients-model", scenario.PatientModels,
+				"patient models to run, each on a clinic of its own, in order (the last keeps the plain op names): "+
+					"shipped = a slot of the first hour, then the first alternative offered; "+
+					"window = one hold of any slot of the day, the earliest free first")
 		},
 		func(cmd *cobra.Command, e *scenario.Env, l scenario.Load) (*report.Report, error) {
 			o.Load = l

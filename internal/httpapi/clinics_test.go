@@ -15,8 +15,9 @@ import (
 )
 
 // TestClinicConcurrentHoldsOneSlot: 50 guests race for one slot over HTTP.
-// Exactly one wins; the rest get 409 slot_taken with alternatives; the
-// database shows one live appointment on the slot.
+// Exactly one wins; the rest get 409 slot_taken with alternatives, and not
+// all the same ones (the herd is spread); the database shows one live
+// appointment on the slot.
 func TestClinicConcurrentHoldsOneSlot(t *testing.T) {
 	e := startClinics(t, 0)
 	clinic := e.seedClinic("Europe/Berlin")
@@ -35,6 +36,7 @@ func TestClinicConcurrentHoldsOneSlot(t *testing.T) {
 		mu      sync.Mutex
 		byCode  = map[int]int{}
 		badAlts []string
+		firsts  = map[any]int{} // first alternative offered → losers
 		start   = make(chan struct{})
 	)
 	for i := range n {
@@ -55,7 +57,9 @@ func TestClinicConcurrentHoldsOneSlot(t *testing.T) {
 				alts, _ := m["alternatives"].([]any)
 				if m["code"] != "slot_taken" || len(alts) == 0 || len(alts) > 3 {
 					badAlts = append(badAlts, string(r.Body))
+					return
 				}
+				firsts[alts[0].(map[string]any)["slot_id"]]++
 				for _, a := range alts {
 					if a.(map[string]any)["slot_id"] == target {
 						badAlts = append(badAlts, "alternative is the taken slot: "+string(r.Body))
@@ -80,21 +84,27 @@ func TestClinicConcurrentHoldsOneSlot(t *testing.T) {
 		t.Fatalf("%d appointment rows, want 1", got)
 	}
 	e.checkSlotInvariant(clinic)
-	// The alternatives are the nearest open slots: 3 of the neighbours.
-	r, _ := e.hold(context.Background(), clinic, "late-guest", map[string]any{"slot_id": target})
-	var p struct {
-		Alternatives []struct {
-			SlotID string `json:"slot_id"`
-		} `json:"alternatives"`
+	if len(firsts) < 2 {
+		t.Errorf("all %d losers were offered the same first alternative: %v", n-1, firsts)
 	}
-	_ = json.Unmarshal(r.Body, &p)
-	if len(p.Alternatives) != 3 {
-		t.Fatalf("alternatives %s", r.Body)
-	}
-	near := map[string]bool{slots[1].ID: true, slots[2].ID: true, slots[4].ID: true, slots[5].ID: true}
-	for _, a := range p.Alternatives {
-		if !near[a.SlotID] {
-			t.Errorf("alternative %s is not among the nearest slots", a.SlotID)
+	// The alternatives are near, nearest first: 7 slots are open, so each
+	// comes from a bucket of two at equal distance from the taken slot 3.
+	buckets := [][]string{{slots[2].ID, slots[4].ID}, {slots[1].ID, slots[5].ID}, {slots[0].ID, slots[6].ID}}
+	for g := range 10 {
+		r, _ := e.hold(context.Background(), clinic, fmt.Sprintf("late-guest-%d", g), map[string]any{"slot_id": target})
+		var p struct {
+			Alternatives []struct {
+				SlotID string `json:"slot_id"`
+			} `json:"alternatives"`
+		}
+		_ = json.Unmarshal(r.Body, &p)
+		if len(p.Alternatives) != 3 {
+			t.Fatalf("alternatives %s", r.Body)
+		}
+		for i, a := range p.Alternatives {
+			if a.SlotID != buckets[i][0] && a.SlotID != buckets[i][1] {
+				t.Errorf("alternative %d is %s, want one of %v (slots %d away): %s", i, a.SlotID, buckets[i], i+1, r.Body)
+			}
 		}
 	}
 }

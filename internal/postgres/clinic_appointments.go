@@ -114,94 +114,56 @@ func expireAppointment(ctx context.Context, tx pgx.Tx, clinicID, apptID string) 
 }
 
 // Hold takes one slot for a guest: the named one, or the first open one of
-// the doctor in the window (FOR UPDATE SKIP LOCKED, so parallel requests
-// spread over the open slots). When the doctor needs no prepayment the
-// appointment is confirmed in the same transaction. Losing the slot is a
-// committed 409 slot_taken naming alternatives.
+// the doctor in the window (holdInWindow). When the doctor needs no
+// prepayment the appointment is confirmed in the same transaction. Losing
+// the slot is a committed 409 slot_taken naming alternatives.
 func (c *ClinicStore) Hold(ctx context.Context, req appointment.HoldRequest, idem *berth.Idem) (berth.Response, error) {
-	var loc *time.Location
-	if req.ByWindow() {
-		var err error
-		if loc, err = c.clinicLocation(ctx, req.ClinicID); err != nil {
-			return berth.Response{}, err
-		}
-	}
 	return c.s.write(ctx, berth.KindClinic, req.ClinicID, idem, func(tx pgx.Tx, b *pgx.Batch) (any, error) {
-		slotID, doctorID, prepay := req.SlotID, req.DoctorID, false
-		var price doctorPrice
-		if !req.ByWindow() {
+		statusOf := func(prepay bool) appointment.Status {
+			if prepay {
+				return appointment.StatusHeld
+			}
+			return appointment.StatusConfirmed
+		}
+		var (
+			t      took
+			prepay bool
+			price  doctorPrice
+		)
+		if req.ByWindow() {
+			var err error
+			if t, prepay, price, err = c.holdInWindow(ctx, tx, req, statusOf); err != nil {
+				return nil, err
+			}
+		} else {
 			h, err := readSlotHint(ctx, tx, req.ClinicID, req.SlotID)
 			if err != nil {
 				return nil, err
 			}
-			doctorID, prepay, price = h.doctorID, h.prepay, h.price
+			prepay, price = h.prepay, h.price
 			if err := c.checkClinicGuest(ctx, tx, req.ClinicID, req.GuestID, prepay); err != nil {
 				return nil, err
 			}
-			if err := lockGuestDays(ctx, tx, req.ClinicID, c.s.region, doctorID, req.GuestID, []time.Time{h.localDate}); err != nil {
+			if err := lockGuestDays(ctx, tx, req.ClinicID, c.s.region, h.doctorID, req.GuestID, []time.Time{h.localDate}); err != nil {
 				return nil, err
 			}
-			busy, err := liveElsewhere(ctx, tx, req.ClinicID, doctorID, req.GuestID, h.localDate, "")
+			busy, err := liveElsewhere(ctx, tx, req.ClinicID, h.doctorID, req.GuestID, h.localDate, "")
 			if err != nil {
 				return nil, err
 			}
 			if err := onePerDay(h.localDate, busy); err != nil {
 				return nil, err
 			}
-		} else {
-			err := tx.QueryRow(ctx, `SELECT prepay_required, price_cents, COALESCE(currency, '') FROM doctors
-				WHERE clinic_id = $1 AND doctor_id = $2`, req.ClinicID, req.DoctorID).Scan(&prepay, &price.cents, &price.currency)
-			if errors.Is(err, pgx.ErrNoRows) {
-				return nil, berth.Errorf(berth.CodeNotFound, "doctor %s not found", req.DoctorID)
-			}
+			var ok bool
+			t, ok, err = takeSlot(ctx, tx, req.ClinicID, req.SlotID, statusOf(prepay).SlotStatus(), req.GuestID, req.AppointmentID, c.holdTTL, nil)
 			if err != nil {
-				return nil, fmt.Errorf("read doctor: %w", err)
-			}
-			if err := c.checkClinicGuest(ctx, tx, req.ClinicID, req.GuestID, prepay); err != nil {
 				return nil, err
 			}
-			var days []time.Time
-			for _, d := range appointment.LocalDates(req.WindowStart, req.WindowEnd, loc) {
-				days = append(days, d.Time())
-			}
-			if err := lockGuestDays(ctx, tx, req.ClinicID, c.s.region, doctorID, req.GuestID, days); err != nil {
-				return nil, err
-			}
-			// The first open slot in the window on a day the guest is free;
-			// slots other requests are taking right now are skipped, not waited for.
-			err = tx.QueryRow(ctx,
-				`SELECT s.slot_id::TEXT FROM slots s
-				 WHERE s.clinic_id = $1 AND s.doctor_id = $2 AND s.starts_at >= $3 AND s.starts_at < $4
-				   AND s.starts_at > now() AND `+takeableSQL+`
-				   AND NOT EXISTS (SELECT 1 FROM appointments a
-				       WHERE a.clinic_id = s.clinic_id AND a.doctor_id = s.doctor_id AND a.guest_id = $5
-				         AND a.local_date = s.local_date
-				         AND `+countsSQL+`)
-				 ORDER BY s.starts_at, s.slot_id LIMIT 1 FOR UPDATE OF s SKIP LOCKED`,
-				req.ClinicID, req.DoctorID, req.WindowStart, req.WindowEnd, req.GuestID).Scan(&slotID)
-			if errors.Is(err, pgx.ErrNoRows) {
-				return nil, slotTaken(ctx, tx, req.ClinicID, doctorID, "", req.WindowStart,
-					"no open slot of this doctor in the window")
-			}
-			if err != nil {
-				return nil, fmt.Errorf("find a slot in the window: %w", err)
+			if !ok {
+				return nil, c.refuseSlot(ctx, tx, req.ClinicID, req.SlotID, req.GuestID)
 			}
 		}
-		status := appointment.StatusConfirmed
-		if prepay {
-			status = appointment.StatusHeld
-		}
-		t, ok, err := takeSlot(ctx, tx, req.ClinicID, slotID, status.SlotStatus(), req.GuestID, req.AppointmentID, c.holdTTL, nil)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			if req.ByWindow() {
-				// Locked by us a moment ago and still takeable: cannot happen.
-				return nil, fmt.Errorf("slot %s chosen in the window was not takeable: %w", slotID, errRetry)
-			}
-			return nil, c.refuseSlot(ctx, tx, req.ClinicID, slotID)
-		}
+		slotID, status := t.slotID, statusOf(prepay)
 		a := appointment.Appointment{
 			ID: req.AppointmentID, ClinicID: req.ClinicID, DoctorID: t.doctorID, SlotID: slotID, GuestID: req.GuestID,
 			StartsAt: t.startsAt, EndsAt: t.endsAt, LocalDate: appointment.DateOf(t.localDate), Status: status,
@@ -243,9 +205,73 @@ func (c *ClinicStore) Hold(ctx context.Context, req appointment.HoldRequest, ide
 	})
 }
 
+// holdInWindow takes, for a hold by window, the first open slot of the
+// doctor in the window on a day the guest is free, and says whether the
+// doctor wants prepayment (statusOf turns that into the new appointment's
+// status).
+//
+// It is the cheap path of a clinic opening. A full window — the common
+// answer when a whole opening asks for the first hour — is refused by one
+// read before anything is locked or written (only the idempotency key is,
+// so a replay answers the same), with the alternatives offered to this
+// guest. Otherwise the per-guest checks and the guest's day rows come
+// first (the lock order of docs/adr/0003-lock-order.md), then one
+// statement picks and takes the slot (takeFirstSQL): slots other requests
+// are taking right now are skipped, not waited for, so a herd on one
+// doctor-day spreads over its open slots without queueing on any row.
+func (c *ClinicStore) holdInWindow(ctx context.Context, tx pgx.Tx, req appointment.HoldRequest,
+	statusOf func(prepay bool) appointment.Status) (took, bool, doctorPrice, error) {
+	var (
+		prepay, open bool
+		price        doctorPrice
+		tz           string
+	)
+	err := tx.QueryRow(ctx, `SELECT d.prepay_required, d.price_cents, COALESCE(d.currency, ''), cl.timezone,
+			EXISTS (SELECT 1 FROM slots s WHERE s.clinic_id = d.clinic_id AND s.doctor_id = d.doctor_id
+				AND s.starts_at >= $3 AND s.starts_at < $4 AND s.starts_at > now() AND `+takeableSQL+`)
+		FROM doctors d JOIN clinics cl ON cl.clinic_id = d.clinic_id
+		WHERE d.clinic_id = $1 AND d.doctor_id = $2`,
+		req.ClinicID, req.DoctorID, req.WindowStart, req.WindowEnd).Scan(&prepay, &price.cents, &price.currency, &tz, &open)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return took{}, false, price, berth.Errorf(berth.CodeNotFound, "doctor %s not found", req.DoctorID)
+	}
+	if err != nil {
+		return took{}, false, price, fmt.Errorf("read doctor: %w", err)
+	}
+	full := func() error {
+		return slotTaken(ctx, tx, req.ClinicID, req.DoctorID, "", req.GuestID, req.WindowStart,
+			"no open slot of this doctor in the window")
+	}
+	if !open {
+		return took{}, false, price, full()
+	}
+	loc, err := location(tz)
+	if err != nil {
+		return took{}, false, price, fmt.Errorf("clinic %s: %w", req.ClinicID, err)
+	}
+	if err := c.checkClinicGuest(ctx, tx, req.ClinicID, req.GuestID, prepay); err != nil {
+		return took{}, false, price, err
+	}
+	var days []time.Time
+	for _, d := range appointment.LocalDates(req.WindowStart, req.WindowEnd, loc) {
+		days = append(days, d.Time())
+	}
+	if err := lockGuestDays(ctx, tx, req.ClinicID, c.s.region, req.DoctorID, req.GuestID, days); err != nil {
+		return took{}, false, price, err
+	}
+	t, ok, err := takeFirst(ctx, tx, req, statusOf(prepay).SlotStatus(), c.holdTTL)
+	if err != nil {
+		return took{}, false, price, err
+	}
+	if !ok {
+		return took{}, false, price, full()
+	}
+	return t, prepay, price, nil
+}
+
 // refuseSlot explains why a slot could not be taken: it has started
 // (invalid_state) or someone else has it (slot_taken with alternatives).
-func (c *ClinicStore) refuseSlot(ctx context.Context, tx pgx.Tx, clinicID, slotID string) error {
+func (c *ClinicStore) refuseSlot(ctx context.Context, tx pgx.Tx, clinicID, slotID, guestID string) error {
 	var (
 		doctorID string
 		startsAt time.Time
@@ -262,7 +288,7 @@ func (c *ClinicStore) refuseSlot(ctx context.Context, tx pgx.Tx, clinicID, slotI
 	if started {
 		return berth.Errorf(berth.CodeInvalidState, "slot %s has already started", slotID)
 	}
-	return slotTaken(ctx, tx, clinicID, doctorID, slotID, startsAt, "the slot is held or booked by someone else")
+	return slotTaken(ctx, tx, clinicID, doctorID, slotID, guestID, startsAt, "the slot is held or booked by someone else")
 }
 
 // apptHint is an appointment read without a lock: which slot to lock.
@@ -555,7 +581,7 @@ func (c *ClinicStore) Reschedule(ctx context.Context, clinicID, apptID, newSlotI
 			return nil, err
 		}
 		if !ok {
-			return a, c.refuseSlot(ctx, tx, clinicID, newSlotID)
+			return a, c.refuseSlot(ctx, tx, clinicID, newSlotID, a.GuestID)
 		}
 		au := &audit{clinicID: clinicID, region: c.s.region}
 		var evs []event

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/berthhq/berth/internal/appointment"
@@ -83,6 +84,23 @@ func (c *ClinicStore) GetClinic(ctx context.Context, clinicID string) (appointme
 	return cl, nil
 }
 
+// locations caches time.LoadLocation, which reads the zone database from
+// disk on every call: a window hold needs its clinic's zone every time.
+var locations sync.Map // name → *time.Location
+
+// location is time.LoadLocation, cached.
+func location(name string) (*time.Location, error) {
+	if l, ok := locations.Load(name); ok {
+		return l.(*time.Location), nil
+	}
+	l, err := time.LoadLocation(name)
+	if err != nil {
+		return nil, fmt.Errorf("time zone %q: %w", name, err)
+	}
+	locations.Store(name, l)
+	return l, nil
+}
+
 // clinicLocation returns the time zone of a clinic (immutable, read outside
 // any transaction).
 func (c *ClinicStore) clinicLocation(ctx context.Context, clinicID string) (*time.Location, error) {
@@ -90,9 +108,9 @@ func (c *ClinicStore) clinicLocation(ctx context.Context, clinicID string) (*tim
 	if err != nil {
 		return nil, err
 	}
-	loc, err := time.LoadLocation(cl.Timezone)
+	loc, err := location(cl.Timezone)
 	if err != nil {
-		return nil, fmt.Errorf("clinic %s time zone %q: %w", clinicID, cl.Timezone, err)
+		return nil, fmt.Errorf("clinic %s: %w", clinicID, err)
 	}
 	return loc, nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/berthhq/berth/internal/appointment"
@@ -63,30 +62,30 @@ func scanSlot(row pgx.CollectableRow) (appointment.Slot, error) {
 	return sl, err
 }
 
-// alternatives returns up to three open future slots of a doctor nearest to
-// around (excluding one slot), ordered by start: what a 409 slot_taken offers.
-func alternatives(ctx context.Context, q querier, clinicID, doctorID, excludeSlotID string, around time.Time) ([]appointment.Slot, error) {
+// alternatives returns what a 409 slot_taken offers guestID: up to three
+// open future slots of a doctor near around (excluding one slot), nearest
+// first, spread over the guests who lost the same slot
+// (appointment.SpreadAlternatives decides; this reads its candidates, the
+// nearest open slots on either side of around).
+func alternatives(ctx context.Context, q querier, clinicID, doctorID, excludeSlotID, guestID string, around time.Time) ([]appointment.Slot, error) {
 	rows, err := q.Query(ctx, `
 		(SELECT s.slot_id::TEXT, s.starts_at, s.ends_at, 'open' FROM slots s
 		 WHERE s.clinic_id = $1 AND s.doctor_id = $2 AND s.slot_id::TEXT <> $3 AND s.starts_at >= $4
 		   AND s.starts_at > now() AND `+takeableSQL+`
-		 ORDER BY s.starts_at LIMIT 3)
+		 ORDER BY s.starts_at LIMIT $5)
 		UNION ALL
 		(SELECT s.slot_id::TEXT, s.starts_at, s.ends_at, 'open' FROM slots s
 		 WHERE s.clinic_id = $1 AND s.doctor_id = $2 AND s.slot_id::TEXT <> $3 AND s.starts_at < $4
 		   AND s.starts_at > now() AND `+takeableSQL+`
-		 ORDER BY s.starts_at DESC LIMIT 3)`, clinicID, doctorID, excludeSlotID, around)
+		 ORDER BY s.starts_at DESC LIMIT $5)`, clinicID, doctorID, excludeSlotID, around, appointment.AlternativeCandidates)
 	if err != nil {
 		return nil, fmt.Errorf("alternatives: %w", err)
 	}
-	alts, err := pgx.CollectRows(rows, scanSlot)
+	open, err := pgx.CollectRows(rows, scanSlot)
 	if err != nil {
 		return nil, fmt.Errorf("alternatives: %w", err)
 	}
-	dist := func(t time.Time) time.Duration { return max(t.Sub(around), around.Sub(t)) }
-	sort.SliceStable(alts, func(i, j int) bool { return dist(alts[i].StartsAt) < dist(alts[j].StartsAt) })
-	alts = alts[:min(len(alts), 3)]
-	sort.Slice(alts, func(i, j int) bool { return alts[i].StartsAt.Before(alts[j].StartsAt) })
+	alts := appointment.SpreadAlternatives(guestID, around, open)
 	for i := range alts {
 		alts[i].DoctorID = doctorID
 	}
@@ -96,9 +95,9 @@ func alternatives(ctx context.Context, q querier, clinicID, doctorID, excludeSlo
 	return alts, nil
 }
 
-// slotTaken builds the 409 answer naming the alternatives.
-func slotTaken(ctx context.Context, tx pgx.Tx, clinicID, doctorID, slotID string, around time.Time, detail string) error {
-	alts, err := alternatives(ctx, tx, clinicID, doctorID, slotID, around)
+// slotTaken builds the 409 answer naming the alternatives offered guestID.
+func slotTaken(ctx context.Context, tx pgx.Tx, clinicID, doctorID, slotID, guestID string, around time.Time, detail string) error {
+	alts, err := alternatives(ctx, tx, clinicID, doctorID, slotID, guestID, around)
 	if err != nil {
 		return err
 	}
@@ -204,6 +203,7 @@ RETURNING old.status, COALESCE(old.appointment_id::TEXT, ''), s.doctor_id::TEXT,
 
 // took is what takeSlot learned.
 type took struct {
+	slotID        string
 	prevStatus    appointment.SlotStatus
 	prevAppt      string
 	doctorID      string
@@ -221,13 +221,60 @@ func takeSlot(ctx context.Context, tx pgx.Tx, clinicID, slotID string, to appoin
 		t    took
 		prev string
 	)
+	t.slotID = slotID
 	err := tx.QueryRow(ctx, takeSlotSQL, clinicID, slotID, string(to), guestID, apptID, ttl.Microseconds(), expiresAt).
 		Scan(&prev, &t.prevAppt, &t.doctorID, &t.startsAt, &t.endsAt, &t.localDate, &t.holdExpiresAt, &t.now)
+	return t.finish(prev, err, "take slot")
+}
+
+// takeFirstSQL is takeSlotSQL for a window: in one statement it picks the
+// first takeable slot of the doctor starting in [$3, $4), on a day the
+// guest ($5) has no appointment with the doctor that counts, and takes it.
+// FOR UPDATE SKIP LOCKED makes concurrent requests pick different slots
+// instead of queueing on the same one; a slot changed by a transaction
+// that committed after this statement began is re-checked under its lock
+// (READ COMMITTED) and skipped when no longer takeable. No row back = the
+// window has no slot left for this guest.
+const takeFirstSQL = `
+WITH pick AS (
+    SELECT s.slot_id, s.status, s.appointment_id FROM slots s
+    WHERE s.clinic_id = $1 AND s.doctor_id = $2 AND s.starts_at >= $3 AND s.starts_at < $4
+      AND s.starts_at > now() AND ` + takeableSQL + `
+      AND NOT EXISTS (SELECT 1 FROM appointments a
+          WHERE a.clinic_id = s.clinic_id AND a.doctor_id = s.doctor_id AND a.guest_id = $5
+            AND a.local_date = s.local_date AND ` + countsSQL + `)
+    ORDER BY s.starts_at, s.slot_id LIMIT 1
+    FOR UPDATE OF s SKIP LOCKED
+)
+UPDATE slots AS s SET
+    status = $6, held_by = $5, appointment_id = $7,
+    hold_expires_at = CASE WHEN $6 = 'held' THEN now() + $8 * INTERVAL '1 microsecond' END,
+    version = s.version + 1, updated_at = now()
+FROM pick
+WHERE s.clinic_id = $1 AND s.slot_id = pick.slot_id
+RETURNING s.slot_id::TEXT, pick.status, COALESCE(pick.appointment_id::TEXT, ''), s.doctor_id::TEXT, s.starts_at, s.ends_at,
+          s.local_date, s.hold_expires_at, now()`
+
+// takeFirst runs takeFirstSQL for a hold by window; ok is false when no
+// slot of the window was left for the guest.
+func takeFirst(ctx context.Context, tx pgx.Tx, req appointment.HoldRequest, to appointment.SlotStatus, ttl time.Duration) (took, bool, error) {
+	var (
+		t    took
+		prev string
+	)
+	err := tx.QueryRow(ctx, takeFirstSQL, req.ClinicID, req.DoctorID, req.WindowStart, req.WindowEnd, req.GuestID,
+		string(to), req.AppointmentID, ttl.Microseconds()).
+		Scan(&t.slotID, &prev, &t.prevAppt, &t.doctorID, &t.startsAt, &t.endsAt, &t.localDate, &t.holdExpiresAt, &t.now)
+	return t.finish(prev, err, "take a slot in the window")
+}
+
+// finish completes what a take statement scanned: no row is not taken.
+func (t took) finish(prev string, err error, what string) (took, bool, error) {
 	if errors.Is(err, pgx.ErrNoRows) {
 		return t, false, nil
 	}
 	if err != nil {
-		return t, false, fmt.Errorf("take slot: %w", err)
+		return t, false, fmt.Errorf("%s: %w", what, err)
 	}
 	t.prevStatus = appointment.SlotStatus(prev)
 	t.startsAt, t.endsAt, t.now = t.startsAt.UTC(), t.endsAt.UTC(), t.now.UTC()

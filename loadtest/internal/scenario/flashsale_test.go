@@ -48,7 +48,13 @@ func TestFlashSaleEndToEnd(t *testing.T) {
 // audits it (the database, plain and through the store).
 func startEnv(t *testing.T) *Env {
 	t.Helper()
-	env := bookingtest.Start(t, bookingtest.Options{})
+	return startEnvWith(t, bookingtest.Options{})
+}
+
+// startEnvWith is startEnv with server options (e.g. the clinic routes).
+func startEnvWith(t *testing.T, opts bookingtest.Options) *Env {
+	t.Helper()
+	env := bookingtest.Start(t, opts)
 	tg, err := client.ParseTargets("us-east=" + env.URL)
 	if err != nil {
 		t.Fatal(err)
