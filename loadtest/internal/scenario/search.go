@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -297,12 +298,13 @@ func (e *Env) RunSearch(ctx context.Context, o Search) (*report.Report, error) {
 
 	// 2. The indexes: rebuilt from the catalog the seed wrote behind the
 	// events' back (COPY writes no outbox), then measured.
-	if err := e.buildIndexes(ctx, r, o); err != nil {
+	mix := &searchMix{e: e, hotels: o.Hotels, nights: o.Nights, found: map[string]*[2]atomic.Int64{}}
+	if err := e.buildIndexes(ctx, r, o, mix); err != nil {
 		return nil, err
 	}
+	clear(mix.found) // the warm-up's searches are not the measured ones
 
 	// 3. Rising rates.
-	mix := &searchMix{e: e, hotels: o.Hotels, nights: o.Nights, found: map[string]*[2]atomic.Int64{}}
 	var steps []StepResult
 	best := -1
 	offset := 0
@@ -435,8 +437,8 @@ type indexStatus struct {
 
 // buildIndexes rebuilds the search index of every service in o.Indexes,
 // shows progress, and records the build time, the hotels indexed and the
-// service's memory before and after.
-func (e *Env) buildIndexes(ctx context.Context, r *report.Report, o Search) error {
+// service's live heap before and after (liveHeap).
+func (e *Env) buildIndexes(ctx context.Context, r *report.Report, o Search, mix *searchMix) error {
 	ops := e.Client.Ops()
 	call := func(method, base string) (indexStatus, error) {
 		var st indexStatus
@@ -462,6 +464,7 @@ func (e *Env) buildIndexes(ctx context.Context, r *report.Report, o Search) erro
 	for _, region := range o.Indexes.Regions {
 		base := o.Indexes.URL[region]
 		before, _ := scrapeMetrics(ctx, e.Client.HTTP, base)
+		liveBefore := liveHeap(before)
 		if _, err := call(http.MethodPost, base); err != nil {
 			return fmt.Errorf("start the index build: %w", err)
 		}
@@ -490,18 +493,20 @@ func (e *Env) buildIndexes(ctx context.Context, r *report.Report, o Search) erro
 				break
 			}
 		}
-		after, merr := scrapeMetrics(ctx, e.Client.HTTP, base)
 		build := st.Progress.FinishedAt.Sub(st.Progress.StartedAt).Seconds()
 		key := "index_" + region
 		r.Figures[key+"_build_s"], r.Figures[key+"_hotels"] = build, float64(st.Index.Hotels)
 		r.Figures["hotels_indexed"] = max(r.Figures["hotels_indexed"], float64(st.Index.Hotels))
 		r.Figures["index_build_s"] = max(r.Figures["index_build_s"], build)
 		msg := fmt.Sprintf("index of %s: %d hotels built in %.1f s", region, st.Index.Hotels, build)
-		if merr == nil && after["go_memstats_heap_inuse_bytes"] > 0 {
-			heap, rss := after["go_memstats_heap_inuse_bytes"]/(1<<20), after["process_resident_memory_bytes"]/(1<<20)
-			r.Figures[key+"_heap_inuse_mib"], r.Figures[key+"_rss_mib"] = heap, rss
-			r.Figures[key+"_heap_inuse_before_mib"] = before["go_memstats_heap_inuse_bytes"] / (1 << 20)
-			msg += fmt.Sprintf("; the service's heap in use %.0f MiB (%.0f before), resident %.0f MiB", heap, r.Figures[key+"_heap_inuse_before_mib"], rss)
+		after, warm := e.afterGC(ctx, base, st.Progress.FinishedAt, mix)
+		if liveBefore > 0 && liveHeap(after) > 0 {
+			live, rss := liveHeap(after)/(1<<20), after["process_resident_memory_bytes"]/(1<<20)
+			r.Figures[key+"_live_heap_mib"], r.Figures[key+"_rss_mib"] = live, rss
+			r.Figures[key+"_live_heap_before_mib"] = liveBefore / (1 << 20)
+			r.Figures["index_live_heap_mib"] = max(r.Figures["index_live_heap_mib"], live-liveBefore/(1<<20))
+			msg += fmt.Sprintf("; the service's live heap %.0f MiB after it (%.0f before: the index takes %.0f MiB), resident %.0f MiB (%d warm-up searches until a GC after the build)",
+				live, liveBefore/(1<<20), live-liveBefore/(1<<20), rss, warm)
 		} else {
 			msg += "; no Go runtime metrics on /metrics, memory not measured"
 		}
@@ -511,6 +516,48 @@ func (e *Env) buildIndexes(ctx context.Context, r *report.Report, o Search) erro
 			Detail: fmt.Sprintf("%d hotels indexed, %d seeded", st.Index.Hotels, o.Hotels)})
 	}
 	return nil
+}
+
+// liveHeap estimates the heap the last GC found live from Go's runtime
+// metrics: the GC sets its next goal to live × (1 + GOGC/100), so live is
+// the goal divided by that (0 when the metrics are absent). Unlike the heap
+// in use, it does not count garbage not yet collected.
+func liveHeap(m map[string]float64) float64 {
+	goal, gogc := m["go_memstats_next_gc_bytes"], m["go_gc_gogc_percent"]
+	if goal <= 0 || gogc <= 0 {
+		return 0
+	}
+	return goal / (1 + gogc/100)
+}
+
+// afterGC searches the service at base directly (one at a time, the
+// scenario's own mix: a warm-up) until it has run a GC after since, so its
+// live heap counts the new index and not the one it replaced, and returns
+// its metrics then and the number of searches it took. It gives up after
+// three minutes (Go forces a GC every two).
+func (e *Env) afterGC(ctx context.Context, base string, since time.Time, mix *searchMix) (map[string]float64, int) {
+	deadline := time.Now().Add(3 * time.Minute)
+	n := 0
+	for {
+		m, err := scrapeMetrics(ctx, e.Client.HTTP, base)
+		if err != nil || m["go_memstats_last_gc_time_seconds"] == 0 {
+			return nil, n
+		}
+		if m["go_memstats_last_gc_time_seconds"] > float64(since.UnixNano())/1e9 || time.Now().After(deadline) || ctx.Err() != nil {
+			return m, n
+		}
+		for range 10 {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/hotels?"+mix.query(mix.kind()).Encode(), nil)
+			if err != nil {
+				return nil, n
+			}
+			if resp, err := e.Client.HTTP.Do(req); err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			n++
+		}
+	}
 }
 
 // scrapeMetrics reads the unlabelled samples and the sums of labelled ones
