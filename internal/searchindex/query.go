@@ -101,6 +101,12 @@ func (x *Index) Search(ctx context.Context, q Query) (Page, error) {
 	if err != nil {
 		return page, err
 	}
+	// The candidates are ordered by one key: a tie-break on the hotel id
+	// here would read every match's id from the index (the cost grows with
+	// the matches, not the page), and the page is ordered by (key, id)
+	// below anyway. Ties at the cut of MaxCandidates fall in the index's
+	// own order, the same for every search of a stable index. Orders other
+	// than relevance need no score at all.
 	req := bleve.NewSearchRequestOptions(bq, MaxCandidates, 0, false)
 	switch q.Sort {
 	case SortDistance:
@@ -108,11 +114,13 @@ func (x *Index) Search(ctx context.Context, q Query) (Page, error) {
 		if err != nil {
 			return page, fmt.Errorf("search: %w", err)
 		}
-		req.SortByCustom(bsearch.SortOrder{geo, &bsearch.SortDocID{}})
+		req.SortByCustom(bsearch.SortOrder{geo})
+		req.Score = bleve.ScoreNone
 	case SortPrice:
-		req.SortBy([]string{fieldMinPrice, "_id"})
+		req.SortBy([]string{fieldMinPrice})
+		req.Score = bleve.ScoreNone
 	default:
-		req.SortBy([]string{"-_score", "_id"})
+		req.SortBy([]string{"-_score"})
 	}
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()

@@ -335,6 +335,9 @@ func (e *Env) RunSearch(ctx context.Context, o Search) (*report.Report, error) {
 		r.Figures[key+"_p99_ms"], r.Figures[key+"_p50_ms"] = st.Search.P99Ms, st.Search.P50Ms
 		r.Figures[key+"_done_per_s"], r.Figures[key+"_load_1m"] = st.Search.Throughput, st.Load1
 		if !st.Held {
+			if best < 0 {
+				r.Engine = res // the lowest rate's, to show what missed
+			}
 			break
 		}
 		best = len(steps) - 1
@@ -426,6 +429,7 @@ type indexStatus struct {
 		Indexed    int       `json:"indexed"`
 		Total      int       `json:"total"`
 		Hotels     int       `json:"hotels"`
+		Nights     int       `json:"nights"`
 		StartedAt  time.Time `json:"started_at"`
 		FinishedAt time.Time `json:"finished_at"`
 		Error      string    `json:"error"`
@@ -470,7 +474,7 @@ func (e *Env) buildIndexes(ctx context.Context, r *report.Report, o Search, mix 
 		}
 		e.logf("search: index of %s (%s): rebuilding …", region, base)
 		var st indexStatus
-		last := time.Time{}
+		var last, indexing time.Time // indexing: when the snapshot was read
 		for {
 			select {
 			case <-ctx.Done():
@@ -483,8 +487,11 @@ func (e *Env) buildIndexes(ctx context.Context, r *report.Report, o Search, mix 
 			}
 			p := st.Progress
 			if !e.Quiet && time.Since(last) >= time.Second {
-				e.logf("search: index of %s: %-9s snapshot %d hotels; indexed %d/%d", region, p.State, p.Hotels, p.Indexed, p.Total)
+				e.logf("search: index of %s: %-9s snapshot %d hotels, %d nights; indexed %d/%d", region, p.State, p.Hotels, p.Nights, p.Indexed, p.Total)
 				last = time.Now()
+			}
+			if indexing.IsZero() && p.State != "snapshot" && p.State != "starting" {
+				indexing = time.Now()
 			}
 			if p.State == "failed" {
 				return fmt.Errorf("index build of %s failed: %s", base, p.Error)
@@ -498,7 +505,10 @@ func (e *Env) buildIndexes(ctx context.Context, r *report.Report, o Search, mix 
 		r.Figures[key+"_build_s"], r.Figures[key+"_hotels"] = build, float64(st.Index.Hotels)
 		r.Figures["hotels_indexed"] = max(r.Figures["hotels_indexed"], float64(st.Index.Hotels))
 		r.Figures["index_build_s"] = max(r.Figures["index_build_s"], build)
-		msg := fmt.Sprintf("index of %s: %d hotels built in %.1f s", region, st.Index.Hotels, build)
+		snapshot := indexing.Sub(st.Progress.StartedAt).Seconds() // to the poll's 250 ms
+		r.Figures[key+"_snapshot_s"] = snapshot
+		msg := fmt.Sprintf("index of %s: %d hotels built in %.1f s (%.1f s reading the snapshot of %d hotels and %d nights, %.1f s indexing)",
+			region, st.Index.Hotels, build, snapshot, st.Progress.Hotels, st.Progress.Nights, build-snapshot)
 		after, warm := e.afterGC(ctx, base, st.Progress.FinishedAt, mix)
 		if liveBefore > 0 && liveHeap(after) > 0 {
 			live, rss := liveHeap(after)/(1<<20), after["process_resident_memory_bytes"]/(1<<20)
