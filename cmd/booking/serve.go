@@ -173,6 +173,7 @@ Environment: BERTH_PPROF_ADDR (off; e.g. 127.0.0.1:6060: net/http/pprof on its o
 BERTH_TOKEN_MAX_TTL (24h: the longest token lifetime accepted),
 BERTH_ISOLATION (read_committed|serializable), BERTH_HOLD_TTL (10m),
 BERTH_LOCK_TIMEOUT (2s), BERTH_STATEMENT_TIMEOUT (5s), BERTH_IDLE_IN_TX_TIMEOUT (60s), BERTH_SWEEP_INTERVAL (5s), BERTH_NO_SHOW_CUTOFF (12h: hotels' local time, the day after arrival),
+BERTH_CLINIC_NO_SHOW_GRACE (30m: after a slot's end, a confirmed patient who has not arrived is a no-show),
 BERTH_DB_MAX_CONNS (32), BERTH_SHUTDOWN_TIMEOUT (20s), BERTH_LOG_FORMAT (json|text),
 BERTH_GUEST_MAX_HOLDS (5: live holds per guest per hotel or clinic),
 BERTH_GUEST_MAX_QUANTITY (50: rooms held, or live appointments, per guest per partition).`,

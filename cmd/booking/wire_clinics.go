@@ -21,6 +21,9 @@ type clinicConfig struct {
 	// MaterializeInterval is how often the rolling job runs
 	// (BERTH_SLOT_MATERIALIZE_INTERVAL, 1h).
 	MaterializeInterval time.Duration
+	// NoShowGrace is how long after a slot's end a confirmed patient who has
+	// not arrived is marked a no-show (BERTH_CLINIC_NO_SHOW_GRACE, 30m).
+	NoShowGrace time.Duration
 }
 
 func loadClinicConfig() (clinicConfig, error) {
@@ -35,6 +38,8 @@ func loadClinicConfig() (clinicConfig, error) {
 	errs.Check(err)
 	c.MaterializeInterval, err = config.Duration("BERTH_SLOT_MATERIALIZE_INTERVAL", time.Hour)
 	errs.Check(err)
+	c.NoShowGrace, err = config.Duration("BERTH_CLINIC_NO_SHOW_GRACE", appointment.DefaultNoShowGrace)
+	errs.Check(err)
 	if c.HoldTTL < time.Second {
 		errs.Add("BERTH_SLOT_HOLD_TTL: at least 1s")
 	}
@@ -44,11 +49,17 @@ func loadClinicConfig() (clinicConfig, error) {
 	if c.MaterializeInterval < time.Second {
 		errs.Add("BERTH_SLOT_MATERIALIZE_INTERVAL: at least 1s")
 	}
+	if c.NoShowGrace < time.Minute || c.NoShowGrace > 24*time.Hour {
+		errs.Add("BERTH_CLINIC_NO_SHOW_GRACE: 1m to 24h")
+	}
 	return c, errs.Err()
 }
 
 // wireClinics wires the clinics part of the service: the clinic routes on
-// the region's store and the rolling slot materialization job.
+// the region's store, the rolling slot materialization job and the no-show
+// job (every booking service runs it: each marks only appointments homed in
+// its region, each under the appointment's lock, so runs side by side or
+// twice change nothing more).
 func wireClinics(ctx context.Context, w *wiring) error {
 	cfg, err := loadClinicConfig()
 	if err != nil {
@@ -63,6 +74,14 @@ func wireClinics(ctx context.Context, w *wiring) error {
 		}
 		return n, nil
 	}})
-	w.log.Info("clinics wired", "slot_hold_ttl", cfg.HoldTTL.String(), "window_weeks", cfg.RollingWeeks)
+	w.jobs = append(w.jobs, job{"mark-visit-no-shows", time.Minute, func(ctx context.Context) (int, error) {
+		n, err := clinics.MarkNoShows(ctx, time.Now(), postgres.VisitNoShowOptions{Grace: cfg.NoShowGrace})
+		if err != nil {
+			return n, fmt.Errorf("mark visit no-shows: %w", err)
+		}
+		return n, nil
+	}})
+	w.log.Info("clinics wired", "slot_hold_ttl", cfg.HoldTTL.String(), "window_weeks", cfg.RollingWeeks,
+		"no_show_grace", cfg.NoShowGrace.String())
 	return nil
 }

@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/berthhq/berth/internal/berth"
 	"github.com/berthhq/berth/internal/bookingtest"
+	"github.com/berthhq/berth/internal/dbtest"
 	"github.com/berthhq/berth/internal/httpapi"
 	"github.com/berthhq/berth/internal/postgres"
 	"github.com/google/uuid"
@@ -134,6 +136,24 @@ func TestAuthorizationMatrix(t *testing.T) {
 		}
 		return r.JSON()["appointment_id"].(string), env.PayHold(r)
 	}
+	// aliceVisitToday is a confirmed appointment of alice's whose day is
+	// made the clinic's today: the reception acts on it.
+	aliceVisitToday := func(t *testing.T) string {
+		id := aliceAppointment(t) // held: its doctor wants prepayment, taken at the desk here
+		if r := env.Do(bookingtest.Request{Method: "POST", Path: "/v1/clinics/" + clinicID + "/appointments/" + id + "/confirm", Token: admin,
+			IdemKey: bookingtest.NewKey(), Body: map[string]any{"payment_ref": "desk"}}); r.Status != http.StatusOK {
+			t.Fatalf("seed confirm: %d %s", r.Status, r.Body)
+		}
+		berlin, err := time.LoadLocation("Europe/Berlin")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := dbtest.SQL(env.DB).Exec(context.Background(), `UPDATE appointments SET local_date = $2 WHERE appointment_id = $1`,
+			id, time.Now().In(berlin).Format(time.DateOnly)); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
 	hotelPath := "/v1/hotels/" + h.ID
 	clinicPath := "/v1/clinics/" + clinicID
 	cases := []matrixCase{
@@ -221,6 +241,19 @@ func TestAuthorizationMatrix(t *testing.T) {
 		}, 200},
 		{"reschedule alice's appointment", "guest staff-here admin", func(t *testing.T) bookingtest.Request {
 			return bookingtest.Request{Method: "POST", Path: clinicPath + "/appointments/" + aliceAppointment(t) + "/reschedule", IdemKey: bookingtest.NewKey(), Body: map[string]any{"slot_id": takeSlot()}}
+		}, 200},
+		{"patient arrived", "staff-here admin", func(t *testing.T) bookingtest.Request {
+			return bookingtest.Request{Method: "POST", Path: clinicPath + "/appointments/" + aliceVisitToday(t) + "/arrive", IdemKey: bookingtest.NewKey()}
+		}, 200},
+		{"visit completed", "staff-here admin", func(t *testing.T) bookingtest.Request {
+			id := aliceVisitToday(t)
+			if r := env.Do(bookingtest.Request{Method: "POST", Path: clinicPath + "/appointments/" + id + "/arrive", Token: admin, IdemKey: bookingtest.NewKey()}); r.Status != http.StatusOK {
+				t.Fatalf("seed arrival: %d %s", r.Status, r.Body)
+			}
+			return bookingtest.Request{Method: "POST", Path: clinicPath + "/appointments/" + id + "/complete", IdemKey: bookingtest.NewKey()}
+		}, 200},
+		{"doctor's day list", "staff-here admin", func(*testing.T) bookingtest.Request {
+			return bookingtest.Request{Method: "GET", Path: clinicPath + "/doctors/" + doctorID + "/appointments?date=" + bookingtest.Date(3)}
 		}, 200},
 		{"list placements", "ops", func(*testing.T) bookingtest.Request {
 			return bookingtest.Request{Method: "GET", Path: "/v1/placements"}

@@ -29,6 +29,10 @@ type ClinicStore interface {
 		actor appointment.Actor, ch appointment.Channel, idem *berth.Idem) (berth.Response, error)
 	Reschedule(ctx context.Context, clinicID, apptID, newSlotID string, authorize func(guestID string) error,
 		actor appointment.Actor, ch appointment.Channel, idem *berth.Idem) (berth.Response, error)
+	// The reception (clinics_visits.go).
+	Arrive(ctx context.Context, clinicID, apptID string, idem *berth.Idem) (berth.Response, error)
+	Complete(ctx context.Context, clinicID, apptID string, idem *berth.Idem) (berth.Response, error)
+	DayList(ctx context.Context, clinicID, doctorID string, day appointment.Date) ([]appointment.Appointment, error)
 }
 
 // clinicRoutes registers the clinic routes (API.md, Clinics).
@@ -45,6 +49,9 @@ func (s *Server) clinicRoutes() {
 	s.mux.HandleFunc("POST /v1/clinics/{clinic_id}/appointments/{appointment_id}/confirm", s.invalidatesClinic(s.handle(s.confirmAppointment)))
 	s.mux.HandleFunc("POST /v1/clinics/{clinic_id}/appointments/{appointment_id}/cancel", s.invalidatesClinic(s.handle(s.cancelAppointment)))
 	s.mux.HandleFunc("POST /v1/clinics/{clinic_id}/appointments/{appointment_id}/reschedule", s.invalidatesClinic(s.handle(s.rescheduleAppointment)))
+	s.mux.HandleFunc("POST /v1/clinics/{clinic_id}/appointments/{appointment_id}/arrive", s.handle(s.arriveAppointment))
+	s.mux.HandleFunc("POST /v1/clinics/{clinic_id}/appointments/{appointment_id}/complete", s.handle(s.completeAppointment))
+	s.mux.HandleFunc("GET /v1/clinics/{clinic_id}/doctors/{doctor_id}/appointments", s.handle(s.doctorDayList))
 }
 
 type createClinicRequest struct {

@@ -19,6 +19,8 @@ var templates = map[string]string{
 	"reservation.confirmed": "confirmation", "appointment.confirmed": "confirmation",
 	"reservation.cancelled": "cancellation", "appointment.cancelled": "cancellation",
 	"refund_requested": "refund",
+	// The end of a visit: a missed one says what happens to a prepayment.
+	"appointment.no_show": "no_show", "appointment.completed": "visit_completed",
 }
 
 // Queue is the notification queue the notifier writes and drains
@@ -71,6 +73,10 @@ func compose(template string, it view.Item) (string, string) {
 		return "Booking confirmed", fmt.Sprintf("%s is confirmed (%s).\nReference: %s", what, when, it.ID)
 	case "cancellation":
 		return "Booking cancelled", fmt.Sprintf("%s was cancelled (%s).\nReference: %s", what, when, it.ID)
+	case "no_show":
+		return "Missed appointment", fmt.Sprintf("%s (%s) was missed and is marked as a no-show; a prepayment is not refunded.\nReference: %s", what, when, it.ID)
+	case "visit_completed":
+		return "Thank you for your visit", fmt.Sprintf("%s (%s) is completed.\nReference: %s", what, when, it.ID)
 	case "refund":
 		return "Refund on its way", fmt.Sprintf("We could not keep %s (%s); your payment is being refunded.\nReference: %s", what, when, it.ID)
 	default:

@@ -33,7 +33,7 @@ const (
 type Message struct {
 	Key      string // event id or reminder key; with Channel, the dedup key
 	Channel  string
-	Template string // confirmation | cancellation | refund | reminder
+	Template string // confirmation | cancellation | refund | reminder | no_show | visit_completed
 	To       string
 	Subject  string
 	Body     string

@@ -7,3 +7,7 @@ const TakeableSQLForTest = takeableSQL
 // CountsSQLForTest is the store's counting condition over an appointment
 // row a with status and hold_expires_at.
 const CountsSQLForTest = countsSQL
+
+// OccupiesSQLForTest is the audit's condition over an appointment row a
+// with status.
+const OccupiesSQLForTest = occupiesSQL

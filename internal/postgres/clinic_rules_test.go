@@ -43,7 +43,7 @@ func TestCountsSQLIsAppointmentCounts(t *testing.T) {
 	q := `SELECT ` + postgres.CountsSQLForTest + `
 		FROM (SELECT $1::TEXT AS status, now() + $2 * INTERVAL '1 minute' AS hold_expires_at) AS a`
 	for _, st := range []appointment.Status{appointment.StatusHeld, appointment.StatusConfirmed, appointment.StatusCancelled,
-		appointment.StatusExpired, appointment.StatusNoShow} {
+		appointment.StatusExpired, appointment.StatusNoShow, appointment.StatusArrived, appointment.StatusCompleted} {
 		for _, lapsed := range []bool{false, true} {
 			offset := 1
 			if lapsed {
@@ -56,6 +56,25 @@ func TestCountsSQLIsAppointmentCounts(t *testing.T) {
 			if want := st.Counts(lapsed); got != want {
 				t.Errorf("appointment %s, lapsed %v: SQL says counts=%v, Status.Counts says %v", st, lapsed, got, want)
 			}
+		}
+	}
+}
+
+// "The slot names this appointment" is written in Go
+// (appointment.Status.Occupies) and in the audit's SQL: every status gets
+// the same verdict from both.
+func TestOccupiesSQLIsAppointmentOccupies(t *testing.T) {
+	t.Parallel()
+	db, _ := dbtest.New(t, postgres.Options{})
+	q := `SELECT ` + postgres.OccupiesSQLForTest + ` FROM (SELECT $1::TEXT AS status) AS a`
+	for _, st := range []appointment.Status{appointment.StatusHeld, appointment.StatusConfirmed, appointment.StatusCancelled,
+		appointment.StatusExpired, appointment.StatusNoShow, appointment.StatusArrived, appointment.StatusCompleted} {
+		var got bool
+		if err := dbtest.SQL(db).QueryRow(context.Background(), q, string(st)).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if want := st.Occupies(); got != want {
+			t.Errorf("appointment %s: SQL says occupies=%v, Status.Occupies says %v", st, got, want)
 		}
 	}
 }

@@ -174,34 +174,35 @@ var verifyChecks = []verifyCheck{
 		WHERE COALESCE(g.holds, 0) <> COALESCE(r.holds, 0) OR COALESCE(g.rooms, 0) <> COALESCE(r.rooms, 0)
 		ORDER BY 1, 2 LIMIT $2`, nil},
 	{CheckOneLivePerSlot, "every slot is held or booked by at most one appointment", true, `
-		SELECT clinic_id::TEXT, 'slot ' || slot_id::TEXT || ' has ' || count(*) || ' live appointments'
-		FROM appointments
-		WHERE status IN ('held', 'confirmed') AND ($1 = '' OR home_region = $1)
-		  AND ($3::UUID[] IS NULL OR clinic_id = ANY($3::UUID[]))
-		GROUP BY clinic_id, slot_id HAVING count(*) > 1
+		SELECT a.clinic_id::TEXT, 'slot ' || a.slot_id::TEXT || ' has ' || count(*) || ' appointments on it'
+		FROM appointments a
+		WHERE ` + occupiesSQL + ` AND ($1 = '' OR a.home_region = $1)
+		  AND ($3::UUID[] IS NULL OR a.clinic_id = ANY($3::UUID[]))
+		GROUP BY a.clinic_id, a.slot_id HAVING count(*) > 1
 		ORDER BY 1, 2 LIMIT $2`, nil},
-	// A slot and its live appointment point at each other: the slot names
-	// the appointment and its guest, and is held for a held appointment,
-	// booked for a confirmed one.
-	{CheckAppointmentOnSlot, "every live appointment is the one its slot names, held or booked to match", true, `
+	// A slot and its appointment point at each other: the slot names the
+	// appointment and its guest, and is held for a held appointment, booked
+	// for a confirmed one and for a visit that happened or was missed (its
+	// time is spent: arrived, completed, no_show keep the slot booked).
+	{CheckAppointmentOnSlot, "every live appointment (or visit) is the one its slot names, held or booked to match", true, `
 		SELECT a.clinic_id::TEXT, 'appointment ' || a.appointment_id::TEXT || ' is ' || a.status ||
 		       ' but its slot is ' || COALESCE(s.status || ' for ' || COALESCE(s.appointment_id::TEXT, 'nobody'), 'missing')
 		FROM appointments a
 		LEFT JOIN slots s ON s.clinic_id = a.clinic_id AND s.slot_id = a.slot_id
-		WHERE a.status IN ('held', 'confirmed') AND ($1 = '' OR a.home_region = $1)
+		WHERE ` + occupiesSQL + ` AND ($1 = '' OR a.home_region = $1)
 		  AND ($3::UUID[] IS NULL OR a.clinic_id = ANY($3::UUID[]))
 		  AND (s.slot_id IS NULL OR s.appointment_id IS DISTINCT FROM a.appointment_id
 		       OR s.held_by IS DISTINCT FROM a.guest_id
 		       OR s.status <> CASE a.status WHEN 'held' THEN 'held' ELSE 'booked' END)
 		ORDER BY 1, 2 LIMIT $2`, nil},
-	{CheckSlotHasAppointment, "every held or booked slot names a live appointment on it", true, `
+	{CheckSlotHasAppointment, "every held or booked slot names a live appointment (or a visit) on it", true, `
 		SELECT s.clinic_id::TEXT, 'slot ' || s.slot_id::TEXT || ' is ' || s.status || ' for ' ||
 		       COALESCE(a.appointment_id::TEXT || ' (' || a.status || ', on slot ' || a.slot_id::TEXT || ')', 'no appointment')
 		FROM slots s
 		LEFT JOIN appointments a ON a.clinic_id = s.clinic_id AND a.appointment_id = s.appointment_id
 		WHERE s.status IN ('held', 'booked') AND ($1 = '' OR s.home_region = $1)
 		  AND ($3::UUID[] IS NULL OR s.clinic_id = ANY($3::UUID[]))
-		  AND (a.appointment_id IS NULL OR a.slot_id <> s.slot_id OR a.status NOT IN ('held', 'confirmed'))
+		  AND (a.appointment_id IS NULL OR a.slot_id <> s.slot_id OR NOT ` + occupiesSQL + `)
 		ORDER BY 1, 2 LIMIT $2`, nil},
 	{CheckAppointmentEvent, "every recently confirmed appointment has its appointment.confirmed event", true, `
 		SELECT a.clinic_id::TEXT, 'appointment ' || a.appointment_id::TEXT || ' has no confirmation event'
@@ -222,9 +223,10 @@ var verifyChecks = []verifyCheck{
 //   - no room is used twice on a night; every assigned room-night belongs to
 //     a stay that occupies it, every stay has its rooms every night, and
 //     every night's out-of-order count matches its rooms out of order;
-//   - at most one live appointment per slot, and a live appointment and its
-//     slot point at each other (the slot names it and its guest, held or
-//     booked to match; every held or booked slot names a live appointment);
+//   - at most one appointment per slot, and a live appointment (or a visit:
+//     arrived, completed, no_show) and its slot point at each other (the
+//     slot names it and its guest, held or booked to match; every held or
+//     booked slot names such an appointment);
 //   - no hotel hold lingers past its expiry longer than StaleHoldAfter;
 //   - every guest's counted holds (guest_holds) equal their held reservations;
 //   - every recently confirmed booking has its confirmation event.

@@ -47,7 +47,11 @@ var mappers = map[string]mapper{
 	"clinic/appointment.confirmed": clinicAppointment,
 	"clinic/appointment.cancelled": clinicAppointment,
 	"clinic/appointment.expired":   clinicAppointment,
+	// A no-show carries the appointment flat, with its charge beside it
+	// (appointment.NoShowEvent); arrived and completed carry it alone.
 	"clinic/appointment.no_show":   clinicAppointment,
+	"clinic/appointment.arrived":   clinicAppointment,
+	"clinic/appointment.completed": clinicAppointment,
 	// A reschedule carries the appointment with its new slot.
 	"clinic/appointment.rescheduled": clinicAppointment,
 	"clinic/refund_requested":        nested("appointment", clinicAppointment),

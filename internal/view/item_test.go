@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthhq/berth/internal/appointment"
 	"github.com/berthhq/berth/internal/events"
 )
 
@@ -33,6 +34,12 @@ func TestFromEvent(t *testing.T) {
 			Item{Kind: "hotel", PartitionID: "h1", ID: "r1", GuestID: "g1", Status: "no_show", Start: "2027-04-10", End: "2027-04-13", Title: "Hotel stay: 3 nights, 2 rooms", Version: 2}},
 		{"clinic held, times in UTC", "clinic", "appointment.held", clinic, true, false, Item{Kind: "clinic", PartitionID: "c1", ID: "a1", GuestID: "g1",
 			Status: "held", Start: "2027-04-10T06:00:00Z", End: "2027-04-10T06:30:00Z", Title: "Clinic appointment: 30 min", Version: 1}},
+		{"clinic arrived", "clinic", "appointment.arrived", strings.Replace(clinic, `"held"`, `"arrived"`, 1), true, false, Item{Kind: "clinic", PartitionID: "c1", ID: "a1", GuestID: "g1",
+			Status: "arrived", Start: "2027-04-10T06:00:00Z", End: "2027-04-10T06:30:00Z", Title: "Clinic appointment: 30 min", Version: 1}},
+		{"clinic completed", "clinic", "appointment.completed", strings.Replace(clinic, `"held"`, `"completed"`, 1), true, false, Item{Kind: "clinic", PartitionID: "c1", ID: "a1", GuestID: "g1",
+			Status: "completed", Start: "2027-04-10T06:00:00Z", End: "2027-04-10T06:30:00Z", Title: "Clinic appointment: 30 min", Version: 1}},
+		{"clinic no-show: the appointment flat, the charge beside it", "clinic", "appointment.no_show", clinicNoShow(t), true, false, Item{Kind: "clinic", PartitionID: "c1", ID: "a1", GuestID: "g1",
+			Status: "no_show", Start: "2027-04-10T06:00:00Z", End: "2027-04-10T06:30:00Z", Title: "Clinic appointment: 30 min", Version: 3}},
 		{"ignored type", "hotel", "placement.moved", `{}`, false, false, Item{}},
 		{"poison payload", "hotel", "reservation.held", `{"reservation_id": 12}`, false, true, Item{}},
 		{"missing guest", "hotel", "reservation.held", `{"reservation_id":"r","hotel_id":"h","check_in":"2027-01-01","check_out":"2027-01-02","status":"held"}`, false, true, Item{}},
@@ -55,4 +62,20 @@ func TestFromEvent(t *testing.T) {
 			}
 		})
 	}
+}
+
+// clinicNoShow is the data of an appointment.no_show event as the store
+// writes it (appointment.NoShowEvent).
+func clinicNoShow(t *testing.T) string {
+	t.Helper()
+	loc := time.FixedZone("+02", 2*3600)
+	price := int64(4500)
+	a := appointment.Appointment{ID: "a1", ClinicID: "c1", GuestID: "g1", Status: appointment.StatusNoShow, Version: 3,
+		StartsAt: time.Date(2027, 4, 10, 8, 0, 0, 0, loc), EndsAt: time.Date(2027, 4, 10, 8, 30, 0, 0, loc),
+		PaymentRef: "pi_1", PriceCents: &price, Currency: "EUR"}
+	b, err := json.Marshal(appointment.NoShowEvent{Appointment: a, Charge: appointment.ChargeOnNoShow(a)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
