@@ -51,17 +51,19 @@ func appointmentEvent(typ string, a appointment.Appointment) event {
 	return event{kind: berth.KindClinic, partitionID: a.ClinicID, typ: typ, aggregateID: a.ID, version: a.Version, data: a}
 }
 
-// lockGuestDays locks (creating if needed) the guest's day rows of a doctor,
-// ascending by day: step 2 of the clinic lock order (docs/adr/0003-lock-order.md). Every write that may give the
-// guest a new live appointment on one of these days holds the row, so the
-// count that follows cannot be beaten by a parallel request.
+// lockGuestDaysSQL locks (creating if needed) the guest's day rows of a
+// doctor, ascending by day: step 2 of the clinic lock order
+// (docs/adr/0003-lock-order.md). Every write that may give the guest a new
+// live appointment on one of these days holds the row, so the count that
+// follows cannot be beaten by a parallel request.
+const lockGuestDaysSQL = `INSERT INTO clinic_guest_days (clinic_id, doctor_id, guest_id, local_date, home_region)
+	SELECT $1, $2, $3, d, $4 FROM unnest($5::DATE[]) AS d ORDER BY d
+	ON CONFLICT (clinic_id, doctor_id, guest_id, local_date) DO UPDATE SET touched_at = now()`
+
+// lockGuestDays runs lockGuestDaysSQL on its own (a hold runs it in the
+// batch of checkClinicGuest).
 func lockGuestDays(ctx context.Context, tx pgx.Tx, clinicID, region, doctorID, guestID string, days []time.Time) error {
-	_, err := tx.Exec(ctx,
-		`INSERT INTO clinic_guest_days (clinic_id, doctor_id, guest_id, local_date, home_region)
-		 SELECT $1, $2, $3, d, $4 FROM unnest($5::DATE[]) AS d ORDER BY d
-		 ON CONFLICT (clinic_id, doctor_id, guest_id, local_date) DO UPDATE SET touched_at = now()`,
-		clinicID, doctorID, guestID, region, days)
-	if err != nil {
+	if _, err := tx.Exec(ctx, lockGuestDaysSQL, clinicID, doctorID, guestID, region, days); err != nil {
 		return fmt.Errorf("lock guest days: %w", err)
 	}
 	return nil
@@ -72,16 +74,17 @@ func lockGuestDays(ctx context.Context, tx pgx.Tx, clinicID, region, doctorID, g
 // per doctor per day.
 const countsSQL = `(a.status = 'confirmed' OR (a.status = 'held' AND a.hold_expires_at >= now()))`
 
+// liveElsewhereSQL counts the guest's other appointments with the doctor
+// on a day that count (a booking, or a hold that has not lapsed).
+const liveElsewhereSQL = `SELECT count(*) FROM appointments AS a
+	WHERE a.clinic_id = $1 AND a.doctor_id = $2 AND a.guest_id = $3 AND a.local_date = $4 AND a.appointment_id::TEXT <> $5
+	  AND ` + countsSQL
+
 // liveElsewhere reports whether the guest has another live appointment (a
 // booking, or a hold that has not lapsed) with the doctor on that day.
 func liveElsewhere(ctx context.Context, tx pgx.Tx, clinicID, doctorID, guestID string, day time.Time, exceptAppt string) (bool, error) {
 	var n int64
-	err := tx.QueryRow(ctx,
-		`SELECT count(*) FROM appointments AS a
-		 WHERE a.clinic_id = $1 AND a.doctor_id = $2 AND a.guest_id = $3 AND a.local_date = $4 AND a.appointment_id::TEXT <> $5
-		   AND `+countsSQL,
-		clinicID, doctorID, guestID, day, exceptAppt).Scan(&n)
-	if err != nil {
+	if err := tx.QueryRow(ctx, liveElsewhereSQL, clinicID, doctorID, guestID, day, exceptAppt).Scan(&n); err != nil {
 		return false, fmt.Errorf("count guest appointments: %w", err)
 	}
 	return n > 0, nil
@@ -141,13 +144,7 @@ func (c *ClinicStore) Hold(ctx context.Context, req appointment.HoldRequest, ide
 				return nil, err
 			}
 			prepay, price = h.prepay, h.price
-			if err := c.checkClinicGuest(ctx, tx, req.ClinicID, req.GuestID, prepay); err != nil {
-				return nil, err
-			}
-			if err := lockGuestDays(ctx, tx, req.ClinicID, c.s.region, h.doctorID, req.GuestID, []time.Time{h.localDate}); err != nil {
-				return nil, err
-			}
-			busy, err := liveElsewhere(ctx, tx, req.ClinicID, h.doctorID, req.GuestID, h.localDate, "")
+			busy, err := c.checkClinicGuest(ctx, tx, req.ClinicID, req.GuestID, prepay, h.doctorID, []time.Time{h.localDate}, &h.localDate)
 			if err != nil {
 				return nil, err
 			}
@@ -226,37 +223,48 @@ func (c *ClinicStore) holdInWindow(ctx context.Context, tx pgx.Tx, req appointme
 		price        doctorPrice
 		tz           string
 	)
-	err := tx.QueryRow(ctx, `SELECT d.prepay_required, d.price_cents, COALESCE(d.currency, ''), cl.timezone,
+	// The doctor, whether the window has a takeable slot, and the
+	// alternatives to offer if it has none, in one round trip: most window
+	// holds of a busy opening find their window full.
+	pre := &pgx.Batch{}
+	pre.Queue(`SELECT d.prepay_required, d.price_cents, COALESCE(d.currency, ''), cl.timezone,
 			EXISTS (SELECT 1 FROM slots s WHERE s.clinic_id = d.clinic_id AND s.doctor_id = d.doctor_id
 				AND s.starts_at >= $3 AND s.starts_at < $4 AND s.starts_at > now() AND `+takeableSQL+`)
 		FROM doctors d JOIN clinics cl ON cl.clinic_id = d.clinic_id
 		WHERE d.clinic_id = $1 AND d.doctor_id = $2`,
-		req.ClinicID, req.DoctorID, req.WindowStart, req.WindowEnd).Scan(&prepay, &price.cents, &price.currency, &tz, &open)
+		req.ClinicID, req.DoctorID, req.WindowStart, req.WindowEnd)
+	pre.Queue(alternativesSQL, req.ClinicID, req.DoctorID, "", req.WindowStart, appointment.AlternativeCandidates)
+	br := tx.SendBatch(ctx, pre)
+	err := br.QueryRow().Scan(&prepay, &price.cents, &price.currency, &tz, &open)
+	var (
+		alts    []appointment.Slot
+		altsErr error
+	)
+	if rows, qerr := br.Query(); qerr != nil {
+		altsErr = qerr
+	} else {
+		alts, altsErr = spreadAlternatives(rows, req.DoctorID, req.GuestID, req.WindowStart)
+	}
+	closeErr := br.Close()
 	if errors.Is(err, pgx.ErrNoRows) {
 		return took{}, false, price, berth.Errorf(berth.CodeNotFound, "doctor %s not found", req.DoctorID)
 	}
-	if err != nil {
-		return took{}, false, price, fmt.Errorf("read doctor: %w", err)
+	if err := errors.Join(err, altsErr, closeErr); err != nil {
+		return took{}, false, price, fmt.Errorf("read doctor and window: %w", err)
 	}
-	full := func() error {
-		return slotTaken(ctx, tx, req.ClinicID, req.DoctorID, "", req.GuestID, req.WindowStart,
-			"no open slot of this doctor in the window")
-	}
+	const fullDetail = "no open slot of this doctor in the window"
 	if !open {
-		return took{}, false, price, full()
+		return took{}, false, price, slotTakenWith(alts, fullDetail)
 	}
 	loc, err := location(tz)
 	if err != nil {
 		return took{}, false, price, fmt.Errorf("clinic %s: %w", req.ClinicID, err)
 	}
-	if err := c.checkClinicGuest(ctx, tx, req.ClinicID, req.GuestID, prepay); err != nil {
-		return took{}, false, price, err
-	}
 	var days []time.Time
 	for _, d := range appointment.LocalDates(req.WindowStart, req.WindowEnd, loc) {
 		days = append(days, d.Time())
 	}
-	if err := lockGuestDays(ctx, tx, req.ClinicID, c.s.region, req.DoctorID, req.GuestID, days); err != nil {
+	if _, err := c.checkClinicGuest(ctx, tx, req.ClinicID, req.GuestID, prepay, req.DoctorID, days, nil); err != nil {
 		return took{}, false, price, err
 	}
 	t, ok, err := takeFirst(ctx, tx, req, statusOf(prepay).SlotStatus(), c.holdTTL)
@@ -264,7 +272,9 @@ func (c *ClinicStore) holdInWindow(ctx context.Context, tx pgx.Tx, req appointme
 		return took{}, false, price, err
 	}
 	if !ok {
-		return took{}, false, price, full()
+		// The slots seen open a moment ago went to others (or lie on days
+		// the guest is busy): offer what is open now.
+		return took{}, false, price, slotTaken(ctx, tx, req.ClinicID, req.DoctorID, "", req.GuestID, req.WindowStart, fullDetail)
 	}
 	return t, prepay, price, nil
 }

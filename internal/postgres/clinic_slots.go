@@ -68,19 +68,30 @@ func scanSlot(row pgx.CollectableRow) (appointment.Slot, error) {
 // (appointment.SpreadAlternatives decides; this reads its candidates, the
 // nearest open slots on either side of around).
 func alternatives(ctx context.Context, q querier, clinicID, doctorID, excludeSlotID, guestID string, around time.Time) ([]appointment.Slot, error) {
-	rows, err := q.Query(ctx, `
-		(SELECT s.slot_id::TEXT, s.starts_at, s.ends_at, 'open' FROM slots s
-		 WHERE s.clinic_id = $1 AND s.doctor_id = $2 AND s.slot_id::TEXT <> $3 AND s.starts_at >= $4
-		   AND s.starts_at > now() AND `+takeableSQL+`
-		 ORDER BY s.starts_at LIMIT $5)
-		UNION ALL
-		(SELECT s.slot_id::TEXT, s.starts_at, s.ends_at, 'open' FROM slots s
-		 WHERE s.clinic_id = $1 AND s.doctor_id = $2 AND s.slot_id::TEXT <> $3 AND s.starts_at < $4
-		   AND s.starts_at > now() AND `+takeableSQL+`
-		 ORDER BY s.starts_at DESC LIMIT $5)`, clinicID, doctorID, excludeSlotID, around, appointment.AlternativeCandidates)
+	rows, err := q.Query(ctx, alternativesSQL, clinicID, doctorID, excludeSlotID, around, appointment.AlternativeCandidates)
 	if err != nil {
 		return nil, fmt.Errorf("alternatives: %w", err)
 	}
+	return spreadAlternatives(rows, doctorID, guestID, around)
+}
+
+// alternativesSQL reads the candidates of alternatives: the nearest open
+// future slots of doctor $2 on either side of $4, at most $5 on each,
+// excluding slot $3.
+const alternativesSQL = `
+	(SELECT s.slot_id::TEXT, s.starts_at, s.ends_at, 'open' FROM slots s
+	 WHERE s.clinic_id = $1 AND s.doctor_id = $2 AND s.slot_id::TEXT <> $3 AND s.starts_at >= $4
+	   AND s.starts_at > now() AND ` + takeableSQL + `
+	 ORDER BY s.starts_at LIMIT $5)
+	UNION ALL
+	(SELECT s.slot_id::TEXT, s.starts_at, s.ends_at, 'open' FROM slots s
+	 WHERE s.clinic_id = $1 AND s.doctor_id = $2 AND s.slot_id::TEXT <> $3 AND s.starts_at < $4
+	   AND s.starts_at > now() AND ` + takeableSQL + `
+	 ORDER BY s.starts_at DESC LIMIT $5)`
+
+// spreadAlternatives reads the rows of alternativesSQL and chooses the
+// guest's alternatives among them.
+func spreadAlternatives(rows pgx.Rows, doctorID, guestID string, around time.Time) ([]appointment.Slot, error) {
 	open, err := pgx.CollectRows(rows, scanSlot)
 	if err != nil {
 		return nil, fmt.Errorf("alternatives: %w", err)
@@ -95,13 +106,18 @@ func alternatives(ctx context.Context, q querier, clinicID, doctorID, excludeSlo
 	return alts, nil
 }
 
+// slotTakenWith is the 409 answer naming the given alternatives.
+func slotTakenWith(alts []appointment.Slot, detail string) error {
+	return &berth.Error{Code: berth.CodeSlotTaken, Detail: detail, Extra: map[string]any{"alternatives": alts}}
+}
+
 // slotTaken builds the 409 answer naming the alternatives offered guestID.
 func slotTaken(ctx context.Context, tx pgx.Tx, clinicID, doctorID, slotID, guestID string, around time.Time, detail string) error {
 	alts, err := alternatives(ctx, tx, clinicID, doctorID, slotID, guestID, around)
 	if err != nil {
 		return err
 	}
-	return &berth.Error{Code: berth.CodeSlotTaken, Detail: detail, Extra: map[string]any{"alternatives": alts}}
+	return slotTakenWith(alts, detail)
 }
 
 // slotHint is what a slot row says about itself outside any lock; these

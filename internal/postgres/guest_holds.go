@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/berthhq/berth/internal/berth"
 	"github.com/berthhq/berth/internal/reservation"
@@ -96,29 +97,44 @@ func releaseGuestHolds(ctx context.Context, tx pgx.Tx, holds []reservation.Reser
 
 // checkClinicGuest enforces the per-guest limits of a clinic before a hold
 // (isHold: the appointment will be held for prepayment; otherwise it is
-// confirmed at once and counts only towards the quantity). It locks the
+// confirmed at once and counts only towards the quantity) and locks the
+// guest's day rows with the doctor (step 2 of the clinic lock order,
+// docs/adr/0003-lock-order.md), all in one round trip. It locks the
 // guest's clinic_guests row, then counts their live appointments — held and
-// not lapsed, or confirmed and not yet over — in one round trip: the count
-// runs after the lock is granted, so under READ COMMITTED it sees every hold
-// committed by whoever held the lock before. A refusal changes nothing.
-func (c *ClinicStore) checkClinicGuest(ctx context.Context, tx pgx.Tx, clinicID, guestID string, isHold bool) error {
+// not lapsed, or confirmed and not yet over — then locks the day rows
+// (lockGuestDaysSQL), and, when busyOn is set, counts the guest's other
+// appointments with the doctor that day that count (liveElsewhereSQL).
+// Each count runs after the lock before it is granted, so under READ
+// COMMITTED it sees every write committed by whoever held the lock before.
+// A refusal takes nothing (the day rows are only lock rows).
+func (c *ClinicStore) checkClinicGuest(ctx context.Context, tx pgx.Tx, clinicID, guestID string, isHold bool,
+	doctorID string, days []time.Time, busyOn *time.Time) (busy bool, err error) {
 	b := &pgx.Batch{}
 	b.Queue(`INSERT INTO clinic_guests (clinic_id, guest_id, home_region) VALUES ($1, $2, $3)
 		ON CONFLICT (clinic_id, guest_id) DO UPDATE SET touched_at = now()`, clinicID, guestID, c.s.region)
 	b.Queue(`SELECT count(*) FILTER (WHERE status = 'held'), count(*) FROM appointments
 		WHERE clinic_id = $1 AND guest_id = $2 AND ends_at > now()
 		  AND (status = 'confirmed' OR (status = 'held' AND hold_expires_at >= now()))`, clinicID, guestID)
+	b.Queue(lockGuestDaysSQL, clinicID, doctorID, guestID, c.s.region, days)
+	if busyOn != nil {
+		b.Queue(liveElsewhereSQL, clinicID, doctorID, guestID, *busyOn, "")
+	}
 	br := tx.SendBatch(ctx, b)
 	_, lockErr := br.Exec()
-	var held, live int64
+	var held, live, others int64
 	countErr := br.QueryRow().Scan(&held, &live)
+	_, daysErr := br.Exec()
+	var busyErr error
+	if busyOn != nil {
+		busyErr = br.QueryRow().Scan(&others)
+	}
 	closeErr := br.Close()
-	if err := errors.Join(lockErr, countErr, closeErr); err != nil {
-		return fmt.Errorf("count guest appointments: %w", err)
+	if err := errors.Join(lockErr, countErr, daysErr, busyErr, closeErr); err != nil {
+		return false, fmt.Errorf("count guest appointments: %w", err)
 	}
 	l := c.s.limits
 	if which := l.Which(int(held), int(live), 1, isHold); which != "" {
-		return l.LimitExceeded(which)
+		return false, l.LimitExceeded(which)
 	}
-	return nil
+	return others > 0, nil
 }
