@@ -15,6 +15,7 @@ import (
 	"github.com/berthhq/berth/internal/postgres"
 	"github.com/berthhq/berth/internal/rediscache"
 	"github.com/berthhq/berth/internal/reservation"
+	"github.com/berthhq/berth/internal/stripepay"
 )
 
 // wireEvents wires the events part of the service: when BERTH_NATS_URL is
@@ -97,6 +98,17 @@ func wirePayments(w *wiring) error {
 	}
 	w.api.PaymentProvider = provider
 	w.log.Info("payment provider", "provider", w.cfg.Payments.Kind, "dev_payments", w.cfg.Payments.DevPayments)
+	effects := postgres.PaymentEffects{Hotels: w.store}
+	if clinics, ok := w.api.Clinics.(*postgres.ClinicStore); ok {
+		effects.Clinics = clinics
+	}
+	if s := w.cfg.Payments.StripeWebhookSecret; s != "" {
+		events, err := stripepay.NewEvents(s)
+		if err != nil {
+			return cli.Usage(fmt.Errorf("BERTH_STRIPE_WEBHOOK_SECRET: %w", err))
+		}
+		w.api.StripeWebhook = &httpapi.StripeWebhook{Events: events, Effects: effects}
+	}
 	secret := config.Env("BERTH_WEBHOOK_SECRET", "")
 	if secret == "" {
 		if w.cfg.Payments.DevPayments {
@@ -107,10 +119,6 @@ func wirePayments(w *wiring) error {
 	}
 	if len(secret) < 16 {
 		return cli.Usage(errors.New("BERTH_WEBHOOK_SECRET: at least 16 bytes"))
-	}
-	effects := postgres.PaymentEffects{Hotels: w.store}
-	if clinics, ok := w.api.Clinics.(*postgres.ClinicStore); ok {
-		effects.Clinics = clinics
 	}
 	w.api.Payments = httpapi.NewPaymentWebhook(secret, effects)
 	if w.cfg.Payments.DevPayments && dev != nil {

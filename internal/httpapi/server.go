@@ -45,6 +45,10 @@ type Config struct {
 	// verifies a guest's payment_ref before a confirmation; without it a
 	// guest cannot confirm a hold that costs money (payments_verify.go).
 	PaymentProvider PaymentProvider
+	// StripeWebhook serves POST /v1/payments/stripe/webhook when set: Stripe's
+	// own signed events, checked against Stripe (stripe_webhook.go). It needs
+	// PaymentProvider.
+	StripeWebhook *StripeWebhook
 	// DevPayments serves the development-only POST /v1/dev/payments/{intent_id}/pay
 	// when set; never in production (devpay.go).
 	DevPayments *DevPayments
@@ -118,6 +122,9 @@ func (s *Server) routes() {
 	}
 	if s.cfg.Payments != nil {
 		s.paymentRoutes()
+	}
+	if s.cfg.StripeWebhook != nil && s.cfg.PaymentProvider != nil {
+		s.stripeWebhookRoutes()
 	}
 	if s.cfg.Placements != nil {
 		s.placementRoutes()

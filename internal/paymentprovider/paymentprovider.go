@@ -9,6 +9,8 @@
 //	BERTH_PAYMENT_PROVIDER          dev (default) or stripe
 //	BERTH_STRIPE_API_KEY            with stripe: a secret (sk_…) or restricted (rk_…) key; required
 //	BERTH_STRIPE_URL                with stripe: another API base URL (stripe-mock); default Stripe's
+//	BERTH_STRIPE_WEBHOOK_SECRET     with stripe: the webhook endpoint's signing secret (whsec_…); serves
+//	                                POST /v1/payments/stripe/webhook
 //	BERTH_DEV_PAYMENTS              on/off (default off): serve POST /v1/dev/payments/{intent_id}/pay; only with dev
 //	BERTH_DEV_PAYMENTS_WEBHOOK_URL  where that endpoint sends the signed webhook; default this service, in process
 //
@@ -43,11 +45,13 @@ var (
 
 // Config is the provider's settings.
 type Config struct {
-	Kind          string // dev or stripe
-	StripeAPIKey  string
-	StripeURL     string
-	DevPayments   bool
-	DevWebhookURL string
+	Kind         string // dev or stripe
+	StripeAPIKey string
+	StripeURL    string
+	// StripeWebhookSecret signs Stripe's webhooks to this deployment.
+	StripeWebhookSecret string
+	DevPayments         bool
+	DevWebhookURL       string
 }
 
 // Load reads and validates the settings, naming the variable in every error.
@@ -60,6 +64,7 @@ func Load() (Config, error) {
 	c.Kind = config.Env("BERTH_PAYMENT_PROVIDER", "dev")
 	c.StripeAPIKey = config.Env("BERTH_STRIPE_API_KEY", "")
 	c.StripeURL = config.Env("BERTH_STRIPE_URL", "")
+	c.StripeWebhookSecret = config.Env("BERTH_STRIPE_WEBHOOK_SECRET", "")
 	c.DevWebhookURL = config.Env("BERTH_DEV_PAYMENTS_WEBHOOK_URL", "")
 	c.DevPayments, err = onOff("BERTH_DEV_PAYMENTS")
 	errs.Check(err)
@@ -68,12 +73,18 @@ func Load() (Config, error) {
 		if c.StripeAPIKey != "" {
 			errs.Add("BERTH_STRIPE_API_KEY is set but BERTH_PAYMENT_PROVIDER is dev: set BERTH_PAYMENT_PROVIDER=stripe, or unset the key")
 		}
+		if c.StripeWebhookSecret != "" {
+			errs.Add("BERTH_STRIPE_WEBHOOK_SECRET is set but BERTH_PAYMENT_PROVIDER is dev: set BERTH_PAYMENT_PROVIDER=stripe, or unset it")
+		}
 	case "stripe":
 		if !strings.HasPrefix(c.StripeAPIKey, "sk_") && !strings.HasPrefix(c.StripeAPIKey, "rk_") {
 			errs.Add("BERTH_STRIPE_API_KEY: required with BERTH_PAYMENT_PROVIDER=stripe, a secret (sk_…) or restricted (rk_…) key")
 		}
 		if c.DevPayments {
 			errs.Add("BERTH_DEV_PAYMENTS: the development pay endpoint exists only with BERTH_PAYMENT_PROVIDER=dev")
+		}
+		if v := c.StripeWebhookSecret; v != "" && (!strings.HasPrefix(v, "whsec_") || len(v) < 16) {
+			errs.Add("BERTH_STRIPE_WEBHOOK_SECRET: want the webhook endpoint's signing secret (whsec_…)")
 		}
 	default:
 		errs.Add("BERTH_PAYMENT_PROVIDER=%q: want dev or stripe", c.Kind)

@@ -24,9 +24,12 @@ func TestLoad(t *testing.T) {
 		{"bad switch", map[string]string{"BERTH_DEV_PAYMENTS": "maybe"}, "BERTH_DEV_PAYMENTS"},
 		{"bad URL", map[string]string{"BERTH_PAYMENT_PROVIDER": "stripe", "BERTH_STRIPE_API_KEY": "sk_test_x", "BERTH_STRIPE_URL": "stripe-mock:12111"}, "BERTH_STRIPE_URL"},
 		{"bad webhook URL", map[string]string{"BERTH_DEV_PAYMENTS_WEBHOOK_URL": "ftp://x"}, "BERTH_DEV_PAYMENTS_WEBHOOK_URL"},
+		{"stripe with its webhook", map[string]string{"BERTH_PAYMENT_PROVIDER": "stripe", "BERTH_STRIPE_API_KEY": "sk_test_x", "BERTH_STRIPE_WEBHOOK_SECRET": "whsec_0123456789abcdef"}, ""},
+		{"stripe webhook secret that is not one", map[string]string{"BERTH_PAYMENT_PROVIDER": "stripe", "BERTH_STRIPE_API_KEY": "sk_test_x", "BERTH_STRIPE_WEBHOOK_SECRET": "sk_test_x"}, "BERTH_STRIPE_WEBHOOK_SECRET"},
+		{"stripe webhook secret without stripe", map[string]string{"BERTH_STRIPE_WEBHOOK_SECRET": "whsec_0123456789abcdef"}, "BERTH_STRIPE_WEBHOOK_SECRET"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			for _, k := range []string{"BERTH_PAYMENT_PROVIDER", "BERTH_STRIPE_API_KEY", "BERTH_STRIPE_URL", "BERTH_DEV_PAYMENTS", "BERTH_DEV_PAYMENTS_WEBHOOK_URL"} {
+			for _, k := range []string{"BERTH_PAYMENT_PROVIDER", "BERTH_STRIPE_API_KEY", "BERTH_STRIPE_URL", "BERTH_DEV_PAYMENTS", "BERTH_DEV_PAYMENTS_WEBHOOK_URL", "BERTH_STRIPE_WEBHOOK_SECRET"} {
 				t.Setenv(k, tc.env[k])
 			}
 			c, err := Load()

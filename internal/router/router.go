@@ -224,6 +224,10 @@ func (rt *Router) serve(w *statusWriter, r *http.Request) string {
 		kind, id := webhookPartition(body)
 		rt.toHome(w, r, body, route{class: "webhook", kind: kind, id: id})
 		return "webhook"
+	case path == "/v1/payments/stripe/webhook" && r.Method == http.MethodPost:
+		kind, id := stripeWebhookPartition(body)
+		rt.toHome(w, r, body, route{class: "webhook", kind: kind, id: id})
+		return "webhook"
 	}
 	kind, id, _ := httpapi.PartitionPath(path)
 	switch {
@@ -288,6 +292,31 @@ func webhookPartition(body []byte) (berth.Kind, string) {
 		return "", ""
 	}
 	return berth.Kind(ev.Data.Kind), strings.ToLower(ev.Data.PartitionID)
+}
+
+// stripeWebhookPartition finds the partition of a Stripe event about a
+// PaymentIntent Berth created: its metadata names it. Only for routing — the
+// booking service asks Stripe for the intent, and its fence answers 421
+// when the body named the wrong home.
+func stripeWebhookPartition(body []byte) (berth.Kind, string) {
+	var ev struct {
+		Data struct {
+			Object struct {
+				Metadata struct {
+					Kind        string `json:"berth_kind"`
+					PartitionID string `json:"berth_partition_id"`
+				} `json:"metadata"`
+			} `json:"object"`
+		} `json:"data"`
+	}
+	if json.Unmarshal(body, &ev) != nil {
+		return "", ""
+	}
+	md := ev.Data.Object.Metadata
+	if !berth.Kind(md.Kind).Valid() || md.PartitionID == "" {
+		return "", ""
+	}
+	return berth.Kind(md.Kind), strings.ToLower(md.PartitionID)
 }
 
 // readBody buffers the request body, at most MaxBodyBytes (else 413), so a

@@ -112,14 +112,15 @@ func TestStaleDirectoryRecoversOn421(t *testing.T) {
 	}
 }
 
-// The payment webhook is routed by data.partition_id, and its raw bytes and
-// headers reach the home region untouched.
+// The payment webhooks are routed by the partition they name (Berth's:
+// data.partition_id; Stripe's: the intent's metadata), and their raw bytes
+// and headers reach the home region untouched.
 func TestWebhookGoesHomeWithRawBody(t *testing.T) {
 	t.Parallel()
 	var got atomic.Value
 	home := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
-		got.Store(r.Header.Get("Berth-Signature") + "|" + string(b))
+		got.Store(r.Header.Get("Berth-Signature") + r.Header.Get("Stripe-Signature") + "|" + string(b))
 		w.Header().Set("X-Berth-Served-By", "eu-west")
 		w.WriteHeader(http.StatusOK)
 	}))
@@ -134,6 +135,15 @@ func TestWebhookGoesHomeWithRawBody(t *testing.T) {
 		t.Fatalf("webhook: %d %v", r.Status, r.Header)
 	}
 	if got.Load() != "t=1,v1=abc|"+body {
+		t.Fatalf("upstream saw %q", got.Load())
+	}
+	// Stripe's own events name the partition in the intent's metadata.
+	stripe := `{"id":"evt_2","object":"event","type":"payment_intent.succeeded","data":{"object":{"id":"pi_1","metadata":{"berth_kind":"hotel","berth_partition_id":"` + h.ID + `"}}}}`
+	r = rt.Do(bookingtest.Request{Method: "POST", Path: "/v1/payments/stripe/webhook", Body: stripe, Header: map[string]string{"Stripe-Signature": "t=1,v1=def"}})
+	if r.Status != http.StatusOK || r.Header.Get("X-Berth-Home-Region") != "eu-west" {
+		t.Fatalf("stripe webhook: %d %v", r.Status, r.Header)
+	}
+	if got.Load() != "t=1,v1=def|"+stripe {
 		t.Fatalf("upstream saw %q", got.Load())
 	}
 }
