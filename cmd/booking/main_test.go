@@ -171,6 +171,9 @@ func TestMetrics(t *testing.T) {
 		{"berth_outbox_backlog", []string{`region="us-east"`}},
 		{"berth_outbox_oldest_age_seconds", []string{`region="us-east"`}},
 		{"db_client_operation_duration_seconds_count", nil},
+		{"berth_hold_batches_total", []string{`region="us-east"`}},
+		{"berth_hold_batched_total", nil},
+		{"berth_hold_batch_alone_total", nil},
 	} {
 		if !hasSeries(text, want.name, want.labels...) {
 			t.Errorf("no series %s%v on /metrics", want.name, want.labels)

@@ -42,6 +42,11 @@ func wireTelemetry(_ context.Context, w *wiring) error {
 	if err := tel.ObservePool(func() telemetry.PoolStats { return telemetry.PoolStats(db.PoolStats()) }); err != nil {
 		return err
 	}
+	if err := tel.ObserveHoldBatches(func() telemetry.HoldBatchStats {
+		return telemetry.HoldBatchStats(w.store.HoldBatchStats())
+	}); err != nil {
+		return err
+	}
 	if err := tel.ObserveOutbox(5*time.Second, func(ctx context.Context) (telemetry.OutboxStats, error) {
 		n, age, err := db.OutboxBacklog(ctx, w.cfg.Region)
 		return telemetry.OutboxStats{Backlog: n, OldestAge: age}, err

@@ -128,6 +128,7 @@ func TestOverlappingStaysRace(t *testing.T) {
 				}()
 			}
 			wg.Wait()
+			t.Logf("hold batching: %+v", env.Store.HoldBatchStats())
 			t.Logf("outcomes: %v", outcome)
 			if outcome["201 "]+outcome["409 sold_out"] != holds {
 				t.Fatalf("outcomes = %v: every hold must be 201 or 409 sold_out", outcome)

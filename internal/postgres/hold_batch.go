@@ -42,7 +42,7 @@ import (
 // holds alone, so a bad request never fails its batch-mates.
 
 // DefaultHoldBatch is the default largest batch of holds of one room type.
-const DefaultHoldBatch = 0
+const DefaultHoldBatch = 64
 
 // lockBatchNightsSQL locks the nights a batch needs ($3, distinct) in date
 // order — the partition's lock order — and reads what is left of them, with
