@@ -70,7 +70,7 @@ func (s *Store) Hold(ctx context.Context, req reservation.HoldRequest, idem *ber
 			defer s.inFlight(req.HotelID, idem.Key)()
 		}
 	}
-	if s.batchMax > 1 {
+	if s.HoldBatch() > 1 {
 		return s.holdQueued(ctx, req, idem, gen)
 	}
 	return s.holdAlone(ctx, req, idem, gen)

@@ -96,12 +96,12 @@ type BatchStats struct {
 type batchCounters struct{ batches, batched, alone atomic.Int64 }
 
 // SetHoldBatch sets the largest batch of holds of one room type (0 or 1:
-// batching off, every hold its own transaction). Call it while wiring,
-// before the store serves requests.
-func (s *Store) SetHoldBatch(n int) { s.batchMax = n }
+// batching off, every hold its own transaction); holds arriving after it
+// follow it.
+func (s *Store) SetHoldBatch(n int) { s.batchMax.Store(int64(n)) }
 
 // HoldBatch returns the largest batch of holds of one room type (≤ 1: off).
-func (s *Store) HoldBatch() int { return s.batchMax }
+func (s *Store) HoldBatch() int { return int(s.batchMax.Load()) }
 
 // HoldBatchStats returns what batching did so far.
 func (s *Store) HoldBatchStats() BatchStats {
@@ -164,7 +164,7 @@ func (s *Store) nextBatch(key string) {
 		s.mu.Unlock()
 		return
 	}
-	n := min(len(q.waiting), max(s.batchMax, 1))
+	n := min(len(q.waiting), max(s.HoldBatch(), 1))
 	calls := slices.Clone(q.waiting[:n])
 	q.waiting = slices.Delete(q.waiting, 0, n)
 	s.mu.Unlock()

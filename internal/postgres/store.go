@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/berthhq/berth/internal/berth"
@@ -24,7 +25,7 @@ type Store struct {
 	soldOut *soldout.Cache
 
 	// batchMax is the largest batch of holds of one room type (≤ 1: off).
-	batchMax int
+	batchMax atomic.Int64
 	batch    batchCounters
 
 	mu       sync.Mutex
@@ -37,8 +38,10 @@ func NewStore(db *DB, region string, holdTTL time.Duration) *Store {
 	if holdTTL <= 0 {
 		holdTTL = 10 * time.Minute
 	}
-	return &Store{db: db, region: region, holdTTL: holdTTL, limits: berth.DefaultGuestLimits,
-		batchMax: DefaultHoldBatch, inflight: map[string]int{}, queues: map[string]*holdQueue{}}
+	s := &Store{db: db, region: region, holdTTL: holdTTL, limits: berth.DefaultGuestLimits,
+		inflight: map[string]int{}, queues: map[string]*holdQueue{}}
+	s.batchMax.Store(DefaultHoldBatch)
+	return s
 }
 
 // SetGuestLimits replaces the per-guest limits (berth.DefaultGuestLimits
