@@ -30,10 +30,7 @@ type faultResult struct {
 	// ReadModelLag: how long after healing the first post-heal booking
 	// showed in the read model (-1 = never within the budget).
 	ReadModelLag time.Duration `json:"read_model_lag_ns"`
-	// LimitBack: how long after healing the router's rate limit refused a
-	// read again ("" = not within progressBound).
-	LimitBack string `json:"limit_back_in,omitempty"`
-	probe     success
+	probe        success
 	// Outcomes of the requests started while the fault was on (first
 	// attempt), and how many of the unknown ones resolved.
 	Requests counts `json:"requests"`
