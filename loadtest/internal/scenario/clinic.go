@@ -62,11 +62,53 @@ type openedClinic struct {
 	total   int
 }
 
+// sampleLockWaits samples, every 50 ms until the returned stop is called,
+// the database sessions in a transaction and those of them waiting for a
+// row or transaction lock (pg_stat_activity, wait event type Lock). stop
+// returns the share of lock waits among them: what batching a doctor-day
+// could win back, since a batch removes lock queues, not work. Other
+// sessions of the same database (a platform's relays) count as not waiting.
+func (e *Env) sampleLockWaits(ctx context.Context) (stop func() (float64, bool)) {
+	if e.DB == nil {
+		return func() (float64, bool) { return 0, false }
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	var waiting, busy int64
+	go func() {
+		defer close(done)
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			var w, b int64
+			if e.DB.QueryRow(ctx, `SELECT count(*) FILTER (WHERE wait_event_type = 'Lock'), count(*) FROM pg_stat_activity
+				WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'
+				  AND state IN ('active', 'idle in transaction')`).Scan(&w, &b) == nil {
+				waiting, busy = waiting+w, busy+b
+			}
+		}
+	}()
+	return func() (float64, bool) {
+		cancel()
+		<-done
+		if busy == 0 {
+			return 0, false
+		}
+		return float64(waiting) / float64(busy), true
+	}
+}
+
 // RunClinicOpening creates, for each patient model, a clinic with doctors
 // and a day of slots, then lets every patient try to book with that model;
 // the audit proves no slot has two live appointments. Figures: booked and
-// fill_ratio of the last model, <model>_booked and <model>_fill_ratio of
-// each, and the ratios of the last model to the first.
+// fill_ratio of the last model, <model>_booked, <model>_fill_ratio and
+// <model>_lock_wait_share of each, and the ratios of the last model to the
+// first.
 func (e *Env) RunClinicOpening(ctx context.Context, o ClinicOpening) (*report.Report, error) {
 	if len(o.Models) == 0 {
 		o.Models = PatientModels
@@ -119,8 +161,12 @@ func (e *Env) RunClinicOpening(ctx context.Context, o ClinicOpening) (*report.Re
 		ledger.Touch("clinic", cl.id)
 		rec := engine.NewRecorder()
 		var booked atomic.Int64
+		stopWaits := e.sampleLockWaits(ctx)
 		res := e.drive(ctx, r, o.Load, rec, func() string { return fmt.Sprintf("%s: booked %d/%d", model, booked.Load(), cl.total) },
 			e.patient(model, cl, ledger, &booked))
+		if share, ok := stopWaits(); ok {
+			r.Figures[model+"_lock_wait_share"] = share
+		}
 		n, total := booked.Load(), int64(cl.total)
 		r.Figures[model+"_booked"], r.Figures[model+"_fill_ratio"] = float64(n), float64(n)/float64(max(total, 1))
 		r.Figures["slots"], r.Figures["booked"], r.Figures["fill_ratio"] = float64(total), float64(n), float64(n)/float64(max(total, 1))
