@@ -6,7 +6,7 @@ GO ?= go
 GOTEST_FLAGS ?= -count=1 -timeout 40m
 ENV := set -a; source .local/env; set +a
 
-.PHONY: help up down run status deps build test test-race test-short lint bench txcost fuzz loadtest chaos drill clean
+.PHONY: help up down run status deps build test test-race test-short lint bench txcost cpu-per-hold fuzz loadtest chaos drill clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -44,6 +44,9 @@ bench: deps ## benchmarks: HTTP paths against the same transactions as raw SQL
 
 txcost: deps ## the write path's yardstick: minimal hold transaction vs the store's hold, one run, ratios
 	@$(ENV); $(GO) run ./loadtest txcost
+
+cpu-per-hold: deps ## CPU per hold of every process (routers, services, read model, NATS, Redis, PostgreSQL) on a platform of its own, and the ratio to the minimal transaction
+	@bash deploy/local/cpu-per-hold.sh
 
 fuzz: deps ## run every fuzz target for FUZZTIME each (default 20s); CI runs each briefly
 	@set -e; $(ENV); export BERTH_REQUIRE_DB=1; for f in $$(grep -rl --include='*_test.go' '^func Fuzz' cmd internal loadtest api schema 2>/dev/null | sort); do \

@@ -199,6 +199,17 @@ func printSummary(w io.Writer, r *report.Report) {
 	for _, k := range sortStrings(figures) {
 		fmt.Fprintf(w, "figure %s = %.3f\n", k, r.Figures[k])
 	}
+	for _, t := range r.CPU {
+		fmt.Fprintf(w, "\nCPU during %s: %d ops in %.1f s (%.0f/s), load average %.1f → %.1f\n", t.Op, t.Ops, t.WallS,
+			float64(t.Ops)/max(t.WallS, 1e-9), t.LoadAvg[0], t.LoadAvg[1])
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "process\tpids\tCPU s\tms per op\t")
+		for _, row := range t.Rows {
+			fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.3f\t\n", row.Name, row.PIDs, row.Seconds, row.MsPerOp)
+		}
+		fmt.Fprintf(tw, "total\t\t%.2f\t%.3f\t\n", t.TotalS, t.TotalMs)
+		tw.Flush()
+	}
 	for _, ch := range r.Checks {
 		mark := "ok  "
 		switch {

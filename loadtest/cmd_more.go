@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/berthhq/berth/loadtest/internal/cpu"
 	"github.com/berthhq/berth/loadtest/internal/report"
 	"github.com/berthhq/berth/loadtest/internal/scenario"
 	"github.com/berthhq/berth/loadtest/internal/seed"
@@ -40,7 +41,10 @@ func scenarioCmd(use, short string, rate float64, dur time.Duration, workers int
 }
 
 func baselineCmd() *cobra.Command {
-	var o scenario.Baseline
+	var (
+		o       scenario.Baseline
+		cpuPIDs string
+	)
 	return scenarioCmd("baseline", "the same hold as raw SQL against the database, then through HTTP, with ratios",
 		0, 10*time.Second, 16, true, report.SLO{},
 		func(cmd *cobra.Command) {
@@ -48,9 +52,16 @@ func baselineCmd() *cobra.Command {
 			cmd.Flags().IntVar(&o.RoomTypes, "room-types", 2, "room types per hotel")
 			cmd.Flags().IntVar(&o.Nights, "nights", 60, "nights per room type")
 			cmd.Flags().StringVar(&o.Mode, "mode", "both", "both, sql or http")
+			cmd.Flags().StringVar(&cpuPIDs, "cpu-pids", "", "name=pid,… of the platform's processes: each leg reports their CPU per hold (with the generator's)")
+			cmd.Flags().BoolVar(&o.CPUPostgres, "cpu-postgres", false, "also account the PostgreSQL backends connected to the database (the server must be on this machine)")
 		},
 		func(cmd *cobra.Command, e *scenario.Env, l scenario.Load) (*report.Report, error) {
 			o.Load = l
+			procs, err := cpu.ParseProcs(cpuPIDs)
+			if err != nil {
+				return nil, fmt.Errorf("--cpu-pids: %w", err)
+			}
+			o.CPUProcs = procs
 			return e.RunBaseline(cmd.Context(), o)
 		})
 }

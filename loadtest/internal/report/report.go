@@ -11,6 +11,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/berthhq/berth/loadtest/internal/cpu"
 	"github.com/berthhq/berth/loadtest/internal/engine"
 )
 
@@ -54,7 +55,21 @@ type Report struct {
 	Checks    []Check                   `json:"checks"`
 	SLO       []SLOResult               `json:"slo"`
 	Figures   map[string]float64        `json:"figures,omitempty"`
-	Notes     []string                  `json:"notes,omitempty"`
+	// CPU is the CPU time per operation of each accounted process, one
+	// table per measured leg (loadtest baseline --cpu-pids).
+	CPU   []CPUTable `json:"cpu,omitempty"`
+	Notes []string   `json:"notes,omitempty"`
+}
+
+// CPUTable is the CPU the accounted processes used during one leg.
+type CPUTable struct {
+	Op      string    `json:"op"`
+	Ops     int64     `json:"ops"`      // operations completed in the leg
+	WallS   float64   `json:"wall_s"`   // the interval measured
+	LoadAvg []float64 `json:"load_avg"` // 1-minute load average before and after
+	Rows    []cpu.Row `json:"rows"`
+	TotalS  float64   `json:"total_cpu_s"`
+	TotalMs float64   `json:"total_ms_per_op"`
 }
 
 // Failed lists the failed checks.

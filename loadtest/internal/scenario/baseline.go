@@ -5,16 +5,19 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/berthhq/berth/internal/postgres"
 	"github.com/berthhq/berth/internal/reservation"
 	"github.com/berthhq/berth/loadtest/internal/audit"
 	"github.com/berthhq/berth/loadtest/internal/client"
+	"github.com/berthhq/berth/loadtest/internal/cpu"
 	"github.com/berthhq/berth/loadtest/internal/engine"
 	"github.com/berthhq/berth/loadtest/internal/report"
 	"github.com/berthhq/berth/loadtest/internal/seed"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 )
 
 // Baseline runs the same hold on spread inventory twice: as raw SQL against
@@ -24,6 +27,11 @@ type Baseline struct {
 	Hotels, RoomTypes, Nights int
 	Mode                      string // both, sql, http
 	Load                      Load
+	// CPUProcs are the processes whose CPU each leg accounts (with the
+	// generator itself); CPUPostgres adds the PostgreSQL backends connected
+	// to the database. Either turns the accounting on.
+	CPUProcs    []cpu.Proc
+	CPUPostgres bool
 }
 
 // sqlHold is one hold as the booking service runs it, statement for
@@ -66,6 +74,14 @@ func (e *Env) RunBaseline(ctx context.Context, o Baseline) (*report.Report, erro
 	var elapsed = map[string]time.Duration{}
 	run := func(op string, hold func(ctx context.Context, h seed.Hotel, rt string, in time.Time, guest string) (string, string)) {
 		e.logf("baseline: %s …", op)
+		meter := e.cpuMeter(o)
+		if meter != nil {
+			if err := meter.Start(ctx); err != nil {
+				r.Notes = append(r.Notes, "cpu accounting off: "+err.Error())
+				meter = nil
+			}
+		}
+		load0 := cpu.LoadAverage()
 		res := engine.Run(ctx, engine.Config{Rate: o.Load.Rate, Duration: o.Load.Duration, Workers: o.Load.Workers, Progress: progressOf(e)}, rec,
 			func(ctx context.Context, s *engine.Session) {
 				h := cat.Hotels[rand.IntN(len(cat.Hotels))]
@@ -82,6 +98,9 @@ func (e *Env) RunBaseline(ctx context.Context, o Baseline) (*report.Report, erro
 			})
 		elapsed[op] = res.Elapsed
 		r.Engine = res
+		if meter != nil {
+			e.cpuTable(ctx, r, meter, op, res.Completed, load0)
+		}
 	}
 	for _, h := range cat.Hotels {
 		ledger.Touch("hotel", h.ID)
@@ -124,6 +143,67 @@ func (e *Env) RunBaseline(ctx context.Context, o Baseline) (*report.Report, erro
 	}
 	e.finish(ctx, r, ledger)
 	return r, nil
+}
+
+// cpuMeter is the CPU accounting a baseline asked for, or nil.
+func (e *Env) cpuMeter(o Baseline) *cpu.Meter {
+	if len(o.CPUProcs) == 0 && !o.CPUPostgres {
+		return nil
+	}
+	procs := append([]cpu.Proc{{Name: "load generator", PID: os.Getpid()}}, o.CPUProcs...)
+	var backends func(context.Context) ([]cpu.Proc, error)
+	if o.CPUPostgres && e.DB != nil {
+		// The client backends of this database: the services' pools and the
+		// loadtest's own (idle during a leg), one row per application_name
+		// when the clients set one (cpu-per-hold.sh names each service's).
+		// The server's background processes serve every database on it and
+		// are not counted.
+		backends = func(ctx context.Context) ([]cpu.Proc, error) {
+			rows, err := e.DB.Query(ctx, `SELECT pid, application_name FROM pg_stat_activity
+				WHERE datname = current_database() AND backend_type = 'client backend'`)
+			if err != nil {
+				return nil, fmt.Errorf("postgres backends: %w", err)
+			}
+			var out []cpu.Proc
+			var pid int32
+			var app string
+			_, err = pgx.ForEachRow(rows, []any{&pid, &app}, func() error {
+				name := "postgres backends"
+				if app != "" {
+					name += " (" + app + ")"
+				}
+				out = append(out, cpu.Proc{Name: name, PID: int(pid)})
+				return nil
+			})
+			if err != nil {
+				return nil, fmt.Errorf("postgres backends: %w", err)
+			}
+			return out, nil
+		}
+	}
+	return cpu.NewMeter(procs, backends)
+}
+
+// cpuTable closes a leg's CPU accounting into the report.
+func (e *Env) cpuTable(ctx context.Context, r *report.Report, m *cpu.Meter, op string, ops int64, load0 float64) {
+	wall := m.Elapsed()
+	rows, err := m.Stop(ctx, ops)
+	if err != nil {
+		r.Notes = append(r.Notes, "cpu accounting of "+op+": "+err.Error())
+		return
+	}
+	t := report.CPUTable{Op: op, Ops: ops, WallS: wall.Seconds(), LoadAvg: []float64{load0, cpu.LoadAverage()}, Rows: rows}
+	for _, row := range rows {
+		t.TotalS += row.Seconds
+		if row.Incomplete {
+			r.Notes = append(r.Notes, fmt.Sprintf("cpu of %s: a process ended during %s; its last CPU is missing", row.Name, op))
+		}
+	}
+	if ops > 0 {
+		t.TotalMs = 1000 * t.TotalS / float64(ops)
+		r.Figures["cpu_ms_per_"+op] = t.TotalMs
+	}
+	r.CPU = append(r.CPU, t)
 }
 
 func progressOf(e *Env) ioWriter {
