@@ -77,8 +77,10 @@ func WithoutGlobals() Option { return func(o *options) { o.setGlobals = false } 
 // exported over OTLP/HTTP only when OTEL_EXPORTER_OTLP_ENDPOINT or
 // OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set and OTEL_SDK_DISABLED is not
 // true; every other OTEL_* variable (headers, sampler, batch sizes, resource
-// attributes) is read by the SDK itself. Spans are created either way, so
-// logs carry trace ids and context still propagates to the next hop.
+// attributes) is read by the SDK itself. Without an exporter (and without
+// OTEL_TRACES_SAMPLER) spans start unsampled unless their parent is sampled:
+// they still carry ids, so logs carry trace ids and context still
+// propagates to the next hop, but nothing records what nobody reads.
 //
 // shutdown flushes pending spans and stops the providers; call it last,
 // after the work that may still emit telemetry has stopped.
@@ -113,6 +115,15 @@ func Setup(ctx context.Context, service, region string, opts ...Option) (*Teleme
 	}
 	for _, e := range o.spanExporters {
 		tpOpts = append(tpOpts, sdktrace.WithSyncer(e))
+	}
+	if !t.exporting && len(o.spanExporters) == 0 && os.Getenv("OTEL_TRACES_SAMPLER") == "" {
+		// Nothing leaves the process, so recording spans (their attributes,
+		// events, timings) is work for nobody: about a tenth of a hold's CPU
+		// in each service (docs/PERFORMANCE.md, "CPU per hold"). Spans still
+		// get ids (logs carry trace_id, context propagates to the next hop),
+		// and a trace sampled upstream is still recorded, so a service that
+		// does export downstream of this one keeps its spans.
+		tpOpts = append(tpOpts, sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.NeverSample())))
 	}
 	t.tp = sdktrace.NewTracerProvider(tpOpts...)
 

@@ -325,3 +325,49 @@ func TestCheckEnv(t *testing.T) {
 		}
 	}
 }
+
+// Without an exporter nothing records spans nobody reads: a request's span
+// is not sampled but still has ids (for the logs and the next hop), while a
+// trace sampled upstream stays sampled (an exporting service downstream
+// keeps its spans). OTEL_TRACES_SAMPLER, when set, decides instead.
+func TestNoExporterSamplesNothingOfItsOwn(t *testing.T) {
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
+	t.Setenv("OTEL_TRACES_SAMPLER", "")
+	// start serves one request and returns its span's context and whether
+	// the span recorded (asked while it is open: an ended span records
+	// nothing either way).
+	start := func(t *testing.T, header string) (trace.SpanContext, bool) {
+		t.Helper()
+		tel, shutdown, err := telemetry.Setup(context.Background(), "test", "eu-west", telemetry.WithoutGlobals())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = shutdown(context.Background()) })
+		var (
+			sc        trace.SpanContext
+			recording bool
+		)
+		h := tel.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			span := trace.SpanFromContext(r.Context())
+			sc, recording = span.SpanContext(), span.IsRecording()
+		}))
+		req := httptest.NewRequest("GET", "/v1/hotels", nil)
+		if header != "" {
+			req.Header.Set("traceparent", header)
+		}
+		h.ServeHTTP(httptest.NewRecorder(), req)
+		return sc, recording
+	}
+	if sc, rec := start(t, ""); rec || sc.IsSampled() || !sc.IsValid() {
+		t.Errorf("root span: recording %v, sampled %v, valid %v; want an unsampled span with ids", rec, sc.IsSampled(), sc.IsValid())
+	}
+	sampled := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	if sc, rec := start(t, sampled); !rec || sc.TraceID().String() != "4bf92f3577b34da6a3ce929d0e0e4736" {
+		t.Errorf("child of a sampled parent: recording %v, trace %s; want it recorded in the caller's trace", rec, sc.TraceID())
+	}
+	t.Setenv("OTEL_TRACES_SAMPLER", "always_on")
+	if _, rec := start(t, ""); !rec {
+		t.Error("OTEL_TRACES_SAMPLER=always_on: the root span is not recorded")
+	}
+}
