@@ -24,6 +24,7 @@ const (
 	fieldCity      = "city"
 	fieldCityKey   = "city_key"   // search.FoldCity(city): the exact city filter
 	fieldCityAlias = "city_alias" // the city's other names (aliases.go), for free text
+	fieldText      = "text"       // name, city and the city's other names: near misses of free text
 	fieldCountry   = "country"    // ISO code, upper case
 	fieldAmenities = "amenities"  // codes, lower case
 	fieldLocation  = "location"   // geo point
@@ -52,6 +53,7 @@ func newMapping() (mapping.IndexMapping, error) {
 	doc.AddFieldMappingsAt(fieldName, text)
 	doc.AddFieldMappingsAt(fieldCity, text)
 	doc.AddFieldMappingsAt(fieldCityAlias, text)
+	doc.AddFieldMappingsAt(fieldText, text)
 	doc.AddFieldMappingsAt(fieldCityKey, keyword)
 	doc.AddFieldMappingsAt(fieldCountry, keyword)
 	doc.AddFieldMappingsAt(fieldAmenities, keyword)
@@ -83,9 +85,12 @@ func document(h *reservation.Hotel) map[string]any {
 		fieldCountry:   h.Country,
 		fieldAmenities: h.Amenities,
 	}
+	all := []string{h.Name, h.City}
 	if names := aliasesOf(h.City); names != nil {
 		d[fieldCityAlias] = names
+		all = append(all, names...)
 	}
+	d[fieldText] = all
 	if h.Latitude != nil && h.Longitude != nil {
 		d[fieldLocation] = map[string]any{"lat": *h.Latitude, "lon": *h.Longitude}
 	}

@@ -133,24 +133,85 @@ func (x *Index) Search(ctx context.Context, q Query) (Page, error) {
 		from, to = dayNumber(q.Stay.CheckIn), dayNumber(q.Stay.CheckOut)
 	}
 	filtered := q.Stay != nil || q.Guests > 0 || q.MaxPriceCents != nil
-	hits := make([]Hotel, 0, min(len(res.Hits), 256))
+	// qualifies reports whether room type rt passes the guest, price and
+	// date filters, and how many rooms of it are left over the stay.
+	qualifies := func(rt *reservation.RoomType) (int, bool) {
+		if rt.MaxGuests < q.Guests || (q.MaxPriceCents != nil && rt.PriceCents > *q.MaxPriceCents) {
+			return 0, false
+		}
+		if q.Stay == nil {
+			return 0, true
+		}
+		left, ok := x.sum.minFree(rt.ID, from, to)
+		return left, ok && left >= 1
+	}
+	// Every candidate gets its sort key; only the hotels of the page are
+	// built (a search considers up to MaxCandidates for a page of 20).
+	// The key of the relevance and distance orders does not depend on the
+	// filters, so a candidate is checked against them only when the page
+	// reaches it; the price order's key is the lowest qualifying price.
+	type candidate struct {
+		h   *reservation.Hotel
+		key float64
+	}
+	cands := make([]candidate, 0, len(res.Hits))
 	for _, hit := range res.Hits {
 		h := x.cat.get(hit.ID)
 		if h == nil {
 			continue
 		}
+		c := candidate{h: h}
+		switch q.Sort {
+		case SortDistance:
+			c.key = math.Inf(1)
+			if h.Latitude != nil && h.Longitude != nil {
+				c.key = distanceKm(*q.Near, Point{*h.Latitude, *h.Longitude})
+			}
+		case SortPrice:
+			c.key = math.Inf(1)
+			for i := range h.RoomTypes {
+				if _, ok := qualifies(&h.RoomTypes[i]); ok {
+					c.key = min(c.key, float64(h.RoomTypes[i].PriceCents))
+				}
+			}
+			if filtered && math.IsInf(c.key, 1) {
+				continue // no room type qualifies
+			}
+		default:
+			c.key = -hit.Score
+		}
+		cands = append(cands, c)
+	}
+	// Keyset order: (key, id) ascending. The cursor names the last hotel
+	// of the previous page; a page is what follows it.
+	slices.SortFunc(cands, func(a, b candidate) int {
+		return cmp.Or(cmp.Compare(a.key, b.key), cmp.Compare(a.h.ID, b.h.ID))
+	})
+	start := 0
+	if q.After != nil {
+		start, _ = slices.BinarySearchFunc(cands, *q.After, func(c candidate, cur Cursor) int {
+			return cmp.Or(cmp.Compare(c.key, cur.Key), cmp.Compare(c.h.ID, cur.ID))
+		})
+		if start < len(cands) && cands[start].key == q.After.Key && cands[start].h.ID == q.After.ID {
+			start++
+		}
+	}
+	hits := make([]Hotel, 0, q.Limit+1)
+	for _, c := range cands[start:] {
+		if len(hits) > q.Limit {
+			break
+		}
+		h := c.h
 		out := Hotel{ID: h.ID, Name: h.Name, City: h.City, Country: h.Country, Latitude: h.Latitude,
-			Longitude: h.Longitude, Amenities: h.Amenities, RoomTypes: []RoomType{}}
-		for _, rt := range h.RoomTypes {
-			if rt.MaxGuests < q.Guests || (q.MaxPriceCents != nil && rt.PriceCents > *q.MaxPriceCents) {
+			Longitude: h.Longitude, Amenities: h.Amenities, RoomTypes: []RoomType{}, key: c.key}
+		for i := range h.RoomTypes {
+			rt := &h.RoomTypes[i]
+			left, ok := qualifies(rt)
+			if !ok {
 				continue
 			}
 			r := RoomType{RoomTypeID: rt.ID, Name: rt.Name, MaxGuests: rt.MaxGuests, PriceCents: rt.PriceCents, Currency: rt.Currency}
 			if q.Stay != nil {
-				left, ok := x.sum.minFree(rt.ID, from, to)
-				if !ok || left < 1 {
-					continue
-				}
 				r.Available = &left
 			}
 			out.RoomTypes = append(out.RoomTypes, r)
@@ -162,40 +223,11 @@ func (x *Index) Search(ctx context.Context, q Query) (Page, error) {
 			d := distanceKm(*q.Near, Point{*h.Latitude, *h.Longitude})
 			out.DistanceKm = &d
 		}
-		switch q.Sort {
-		case SortDistance:
-			out.key = math.Inf(1)
-			if out.DistanceKm != nil {
-				out.key = *out.DistanceKm
-			}
-		case SortPrice:
-			out.key = math.Inf(1)
-			for _, r := range out.RoomTypes {
-				out.key = min(out.key, float64(r.PriceCents))
-			}
-		default:
-			out.key = -hit.Score
-		}
 		slices.SortFunc(out.RoomTypes, func(a, b RoomType) int {
 			return cmp.Or(cmp.Compare(a.PriceCents, b.PriceCents), cmp.Compare(a.RoomTypeID, b.RoomTypeID))
 		})
 		hits = append(hits, out)
 	}
-	// Keyset order: (key, id) ascending. The cursor names the last hotel
-	// of the previous page; a page is what follows it.
-	slices.SortFunc(hits, func(a, b Hotel) int {
-		return cmp.Or(cmp.Compare(a.key, b.key), cmp.Compare(a.ID, b.ID))
-	})
-	start := 0
-	if q.After != nil {
-		start, _ = slices.BinarySearchFunc(hits, *q.After, func(h Hotel, c Cursor) int {
-			return cmp.Or(cmp.Compare(h.key, c.Key), cmp.Compare(h.ID, c.ID))
-		})
-		if start < len(hits) && hits[start].key == q.After.Key && hits[start].ID == q.After.ID {
-			start++
-		}
-	}
-	hits = hits[start:]
 	if len(hits) > q.Limit {
 		last := hits[q.Limit-1]
 		page.Next = &Cursor{Key: last.key, ID: last.ID}
@@ -248,6 +280,10 @@ func (x *Index) bleveQuery(q Query) (query.Query, error) {
 // "Múnich" finds "Munich", "barcelna" finds "Barcelona", and "munich" or
 // "munic" finds "München" through its exonyms. Words are folded by the
 // index's own analyzer.
+//
+// Near misses are looked up once per word, in the text field that holds
+// all three: a fuzzy query builds a Levenshtein automaton for its word
+// (most of a search's allocations), and one per field made it three.
 func (x *Index) textQuery(text string) (query.Query, error) {
 	an := x.mapping.AnalyzerNamed(textAnalyzer)
 	if an == nil {
@@ -268,12 +304,12 @@ func (x *Index) textQuery(text string) (query.Query, error) {
 			exact.SetField(field)
 			exact.SetBoost(3)
 			alts = append(alts, exact)
-			if n := fuzziness(w); n > 0 {
-				fz := bleve.NewFuzzyQuery(w)
-				fz.SetField(field)
-				fz.SetFuzziness(n)
-				alts = append(alts, fz)
-			}
+		}
+		if n := fuzziness(w); n > 0 {
+			fz := bleve.NewFuzzyQuery(w)
+			fz.SetField(fieldText)
+			fz.SetFuzziness(n)
+			alts = append(alts, fz)
 		}
 		words = append(words, bleve.NewDisjunctionQuery(alts...))
 	}
