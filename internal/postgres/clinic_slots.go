@@ -250,7 +250,11 @@ func takeSlot(ctx context.Context, tx pgx.Tx, clinicID, slotID string, to appoin
 // instead of queueing on the same one; a slot changed by a transaction
 // that committed after this statement began is re-checked under its lock
 // (READ COMMITTED) and skipped when no longer takeable. No row back = the
-// window has no slot left for this guest.
+// window has no slot left for this guest. The order is starts_at alone:
+// unique per doctor (slots_doctor_start_unique), so the index scan yields
+// it and stops at the first slot that qualifies — with a tie-break column
+// the generic plan of the prepared statement sorted every open slot of the
+// window first (53 ms instead of 2 for a month of 5-minute slots).
 const takeFirstSQL = `
 WITH pick AS (
     SELECT s.slot_id, s.status, s.appointment_id FROM slots s
@@ -259,7 +263,7 @@ WITH pick AS (
       AND NOT EXISTS (SELECT 1 FROM appointments a
           WHERE a.clinic_id = s.clinic_id AND a.doctor_id = s.doctor_id AND a.guest_id = $5
             AND a.local_date = s.local_date AND ` + countsSQL + `)
-    ORDER BY s.starts_at, s.slot_id LIMIT 1
+    ORDER BY s.starts_at LIMIT 1
     FOR UPDATE OF s SKIP LOCKED
 )
 UPDATE slots AS s SET
