@@ -16,6 +16,7 @@ import (
 	"github.com/berthhq/berth/internal/rediscache"
 	"github.com/berthhq/berth/internal/reservation"
 	"github.com/berthhq/berth/internal/stripepay"
+	"github.com/berthhq/berth/internal/walk"
 )
 
 // wireEvents wires the events part of the service: when BERTH_NATS_URL is
@@ -74,8 +75,20 @@ func wireEvents(ctx context.Context, w *wiring) error {
 	// The same events tell the sold-out cache that rooms may have come back
 	// through another process's commit.
 	inv = forgetSoldOut{Invalidator: inv, store: w.store}
+	// The relocation saga's steps homed in this region (internal/walk), and
+	// the job that re-sends a walk whose answer has not come back.
+	saga := walk.New(w.store, w.log)
+	w.jobs = append(w.jobs, job{"resume-walks", time.Minute, func(ctx context.Context) (int, error) {
+		return w.store.ResumeWalks(ctx, 5*time.Minute, 100)
+	}})
 	w.runners = append(w.runners,
 		relay.Run,
+		func(ctx context.Context) {
+			cfg := walk.ConsumerConfig(w.cfg.Region, postgres.IsTransient, w.log)
+			if err := natsbus.Consume(ctx, js, cfg, saga.Handle); err != nil {
+				w.log.Error("walk saga consumer stopped", "err", err)
+			}
+		},
 		func(ctx context.Context) {
 			if err := natsbus.InvalidateCache(ctx, js, w.cfg.Region, inv, w.log); err != nil {
 				w.log.Error("cache invalidation stopped", "err", err)

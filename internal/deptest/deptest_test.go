@@ -41,6 +41,7 @@ var edge = []string{
 	"internal/telemetry",
 	"internal/view",
 	"internal/waitingroom",
+	"internal/walk",
 }
 
 // driver is what "the database driver" means: a dependency whose import

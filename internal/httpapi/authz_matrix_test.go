@@ -81,6 +81,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 		return map[string]any{"guest_id": guest, "room_type_id": h.RoomTypeID, "check_in": bookingtest.Date(10), "check_out": bookingtest.Date(11), "quantity": 1}
 	}
 	room := env.SeedRooms(h, "m", 1)[0]
+	suite := roomType(t, env, h.ID, "Suite", 3, 30000, 1000, 0, "")
 	var roomNumbers atomic.Int64
 	// aliceReservation makes a reservation of alice's, held by admin.
 	aliceReservation := func(t *testing.T) string {
@@ -207,6 +208,14 @@ func TestAuthorizationMatrix(t *testing.T) {
 				t.Fatalf("seed check-in: %d %s", r.Status, r.Body)
 			}
 			return bookingtest.Request{Method: "POST", Path: hotelPath + "/reservations/" + id + "/check-out", IdemKey: bookingtest.NewKey()}
+		}, 200},
+		{"walk options", "admin", func(t *testing.T) bookingtest.Request {
+			return bookingtest.Request{Method: "GET", Path: hotelPath + "/reservations/" + arrivingToday(t) + "/walk-options"}
+		}, 200},
+		{"upgrade", "admin", func(t *testing.T) bookingtest.Request {
+			env.SeedRooms(bookingtest.Hotel{ID: h.ID, RoomTypeID: suite}, fmt.Sprintf("s%d-", roomNumbers.Add(1)), 1)
+			return bookingtest.Request{Method: "POST", Path: hotelPath + "/reservations/" + arrivingToday(t) + "/upgrade", IdemKey: bookingtest.NewKey(),
+				Body: map[string]any{"room_type_id": suite}}
 		}, 200},
 		{"create clinic", "admin", func(*testing.T) bookingtest.Request {
 			return bookingtest.Request{Method: "POST", Path: "/v1/clinics", Body: map[string]any{"name": "C", "timezone": "Europe/Berlin", "home_region": "us-east"}}

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"net/http"
-	"strings"
 
 	"github.com/berthhq/berth/internal/berth"
 	"github.com/berthhq/berth/internal/reservation"
@@ -61,18 +60,7 @@ func (s *Server) checkIn(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var f Fields
-	if len(req.RoomIDs) > reservation.MaxQuantity {
-		f.Add("room_ids", "at most 50")
-	}
-	seen := map[string]bool{}
-	for i, id := range req.RoomIDs {
-		id = strings.ToLower(id)
-		if !ValidID(id) || seen[id] {
-			f.Add("room_ids", "want distinct room ids")
-			break
-		}
-		seen[id], req.RoomIDs[i] = true, id
-	}
+	checkRoomIDs(&f, req.RoomIDs)
 	if err := f.Err(); err != nil {
 		return err
 	}

@@ -62,6 +62,7 @@ type createHotelRequest struct {
 	Latitude   *float64  `json:"latitude"`
 	Longitude  *float64  `json:"longitude"`
 	Amenities  *[]string `json:"amenities"`
+	Chain      *string   `json:"chain"`
 }
 
 func (s *Server) createHotel(w http.ResponseWriter, r *http.Request) error {
@@ -83,6 +84,9 @@ func (s *Server) createHotel(w http.ResponseWriter, r *http.Request) error {
 		Latitude:   req.Latitude,
 		Longitude:  req.Longitude,
 		Amenities:  amenities(&f, req.Amenities),
+	}
+	if req.Chain != nil {
+		h.Chain = text(&f, "chain", *req.Chain, 100)
 	}
 	if _, err := time.LoadLocation(h.Timezone); h.Timezone != "" && (err != nil || h.Timezone == "Local") {
 		f.Add("timezone", "unknown IANA time zone")
@@ -135,6 +139,8 @@ type updateHotelRequest struct {
 	Latitude  optional[float64] `json:"latitude"`
 	Longitude optional[float64] `json:"longitude"`
 	Amenities *[]string         `json:"amenities"`
+	// Chain sets the hotel's chain; null removes it.
+	Chain optional[string] `json:"chain"`
 }
 
 // optional tells an absent JSON field from an explicit null.
@@ -199,6 +205,13 @@ func (s *Server) updateHotel(w http.ResponseWriter, r *http.Request) error {
 	if req.Amenities != nil {
 		a := amenities(&f, req.Amenities)
 		p.Amenities = &a
+	}
+	if req.Chain.Set {
+		v := ""
+		if req.Chain.Value != nil {
+			v = text(&f, "chain", *req.Chain.Value, 100)
+		}
+		p.Chain = &v
 	}
 	if err := f.Err(); err != nil {
 		return err

@@ -20,6 +20,10 @@ type StayStore interface {
 	CheckIn(ctx context.Context, hotelID, reservationID string, roomIDs []string, idem *berth.Idem) (berth.Response, error)
 	CheckOut(ctx context.Context, hotelID, reservationID string, idem *berth.Idem) (berth.Response, error)
 	Arrivals(ctx context.Context, hotelID string, day reservation.Date) ([]reservation.Reservation, error)
+	// Walks (walks.go).
+	WalkOptions(ctx context.Context, hotelID, reservationID string) (reservation.WalkOptions, error)
+	Upgrade(ctx context.Context, hotelID, reservationID, roomTypeID string, roomIDs []string, idem *berth.Idem) (berth.Response, error)
+	Relocate(ctx context.Context, hotelID, reservationID, toHotelID, roomTypeID, walkID string, idem *berth.Idem) (berth.Response, error)
 }
 
 // The front desk of a hotel is an admin's (API.md): the contract gives hotel
@@ -32,6 +36,7 @@ func (s *Server) roomRoutes() {
 	s.mux.HandleFunc("GET /v1/hotels/{hotel_id}/arrivals", s.handle(s.arrivals))
 	s.mux.HandleFunc("POST /v1/hotels/{hotel_id}/reservations/{reservation_id}/check-in", s.handle(s.checkIn))
 	s.mux.HandleFunc("POST /v1/hotels/{hotel_id}/reservations/{reservation_id}/check-out", s.handle(s.checkOut))
+	s.walkRoutes()
 }
 
 // invalidateHotel drops the hotel's cached reads after a write that changed

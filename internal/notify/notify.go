@@ -21,6 +21,8 @@ var templates = map[string]string{
 	"refund_requested": "refund",
 	// The end of a visit: a missed one says what happens to a prepayment.
 	"appointment.no_show": "no_show", "appointment.completed": "visit_completed",
+	// The stay at the front desk and its walks (docs/adr/0012-walks.md).
+	"reservation.checked_in": "checked_in", "reservation.no_show": "stay_no_show", "reservation.walked": "walked",
 }
 
 // Queue is the notification queue the notifier writes and drains
@@ -79,6 +81,14 @@ func compose(template string, it view.Item) (string, string) {
 		return "Thank you for your visit", fmt.Sprintf("%s (%s) is completed.\nReference: %s", what, when, it.ID)
 	case "refund":
 		return "Refund on its way", fmt.Sprintf("We could not keep %s (%s); your payment is being refunded.\nReference: %s", what, when, it.ID)
+	case "checked_in":
+		return "Welcome: you are checked in", fmt.Sprintf("%s has begun (%s). Enjoy your stay.\nReference: %s", what, when, it.ID)
+	case "stay_no_show":
+		return "We missed you", fmt.Sprintf("You did not arrive for %s (%s). The first night is charged; the other nights were released.\nReference: %s",
+			what, when, it.ID)
+	case "walked":
+		return "Your stay moved to a sister hotel", fmt.Sprintf("We had no room for %s (%s), so we booked you at a sister hotel "+
+			"of our chain in the same city, at our cost. The new stay is in your bookings.\nReference: %s", what, when, it.ID)
 	default:
 		return "Reminder: your booking is coming up", fmt.Sprintf("%s starts soon (%s).\nReference: %s", what, when, it.ID)
 	}

@@ -23,9 +23,9 @@ func (s *Store) CreateHotel(ctx context.Context, h reservation.Hotel) (reservati
 	err := s.db.InTx(ctx, func(tx pgx.Tx) error {
 		b := &pgx.Batch{}
 		b.Queue(`INSERT INTO placements (kind, partition_id, home_region) VALUES ('hotel', $1, $2)`, h.ID, h.HomeRegion)
-		b.Queue(`INSERT INTO hotels (hotel_id, home_region, name, city, city_key, country, timezone, latitude, longitude, amenities, catalog_version)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 1) RETURNING created_at`,
-			h.ID, h.HomeRegion, h.Name, h.City, search.FoldCity(h.City), h.Country, h.Timezone, h.Latitude, h.Longitude, h.Amenities)
+		b.Queue(`INSERT INTO hotels (hotel_id, home_region, name, city, city_key, country, timezone, latitude, longitude, amenities, chain, catalog_version)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, NULLIF($11, ''), 1) RETURNING created_at`,
+			h.ID, h.HomeRegion, h.Name, h.City, search.FoldCity(h.City), h.Country, h.Timezone, h.Latitude, h.Longitude, h.Amenities, h.Chain)
 		br := tx.SendBatch(ctx, b)
 		if _, err := br.Exec(); err != nil {
 			br.Close()
@@ -61,12 +61,12 @@ func catalogEvent(h reservation.Hotel) event {
 }
 
 const hotelColumns = `hotel_id::TEXT, home_region, name, city, country, timezone, latitude, longitude,
-	COALESCE(amenities, '{}'::TEXT[]), catalog_version, created_at`
+	COALESCE(amenities, '{}'::TEXT[]), COALESCE(chain, ''), catalog_version, created_at`
 
 func scanHotel(row pgx.Row) (reservation.Hotel, error) {
 	var h reservation.Hotel
 	err := row.Scan(&h.ID, &h.HomeRegion, &h.Name, &h.City, &h.Country, &h.Timezone, &h.Latitude, &h.Longitude,
-		&h.Amenities, &h.CatalogVersion, &h.CreatedAt)
+		&h.Amenities, &h.Chain, &h.CatalogVersion, &h.CreatedAt)
 	if h.Amenities == nil {
 		h.Amenities = []string{}
 	}
@@ -100,9 +100,11 @@ func (s *Store) UpdateHotel(ctx context.Context, hotelID string, p reservation.H
 				city_key = COALESCE($4, city_key), country = COALESCE($5, country),
 				latitude = CASE WHEN $6 THEN NULL ELSE COALESCE($7, latitude) END,
 				longitude = CASE WHEN $6 THEN NULL ELSE COALESCE($8, longitude) END,
-				amenities = CASE WHEN $9 THEN $10::TEXT[] ELSE amenities END
+				amenities = CASE WHEN $9 THEN $10::TEXT[] ELSE amenities END,
+				chain = CASE WHEN $11 THEN NULLIF($12, '') ELSE chain END
 			WHERE hotel_id = $1`,
-			hotelID, p.Name, city, cityKey, p.Country, p.ClearLocation, p.Latitude, p.Longitude, p.Amenities != nil, amenityArg(p.Amenities))
+			hotelID, p.Name, city, cityKey, p.Country, p.ClearLocation, p.Latitude, p.Longitude, p.Amenities != nil, amenityArg(p.Amenities),
+			p.Chain != nil, chainArg(p.Chain))
 		if err != nil {
 			return nil, fmt.Errorf("update hotel: %w", err)
 		}
@@ -112,6 +114,13 @@ func (s *Store) UpdateHotel(ctx context.Context, hotelID string, p reservation.H
 		return reservation.Hotel{}, err
 	}
 	return resp.Value.(reservation.Hotel), nil
+}
+
+func chainArg(c *string) string {
+	if c == nil {
+		return ""
+	}
+	return *c
 }
 
 func amenityArg(a *[]string) []string {

@@ -42,6 +42,7 @@ var partitionTables = map[berth.Kind][]partitionTable{
 		{name: "waitlist_queues", column: "hotel_id"},
 		{name: "waitlist_entries", column: "hotel_id"},
 		{name: "waitlist_events", column: "hotel_id"},
+		{name: "walk_outcomes", column: "hotel_id"},
 	},
 	berth.KindClinic: {
 		{name: "clinics", column: "clinic_id"},

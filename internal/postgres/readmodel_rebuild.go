@@ -24,20 +24,23 @@ var viewSources = []viewSource{
 	{
 		kind: "hotel", table: "reservations",
 		query: `SELECT hotel_id::TEXT, reservation_id::TEXT, guest_id, status, check_in, check_out, quantity,
-			COALESCE(contact_email, ''), COALESCE(contact_phone, ''), version, updated_at
+			COALESCE(contact_email, ''), COALESCE(contact_phone, ''), version, updated_at,
+			COALESCE(relocated_from_reservation_id::TEXT, '')
 			FROM reservations WHERE (hotel_id, reservation_id) > ($1::UUID, $2::UUID)
 			ORDER BY hotel_id, reservation_id LIMIT $3`,
 		scan: func(rows pgx.Rows) (view.Item, error) {
 			var (
-				pid, id, guest, status, email, phone string
-				in, out, updated                     time.Time
-				qty                                  int32
-				version                              int64
+				pid, id, guest, status, email, phone, from string
+				in, out, updated                           time.Time
+				qty                                        int32
+				version                                    int64
 			)
-			if err := rows.Scan(&pid, &id, &guest, &status, &in, &out, &qty, &email, &phone, &version, &updated); err != nil {
+			if err := rows.Scan(&pid, &id, &guest, &status, &in, &out, &qty, &email, &phone, &version, &updated, &from); err != nil {
 				return view.Item{}, err
 			}
-			return view.HotelItem(pid, id, guest, status, in.Format(time.DateOnly), out.Format(time.DateOnly), int(qty), email, phone, version, updated)
+			it, err := view.HotelItem(pid, id, guest, status, in.Format(time.DateOnly), out.Format(time.DateOnly), int(qty), email, phone, version, updated)
+			view.Relocated(&it, from)
+			return it, err
 		},
 	},
 	{

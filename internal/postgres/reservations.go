@@ -215,7 +215,9 @@ func reservationEvent(typ string, r reservation.Reservation) event {
 
 const reservationColumns = `reservation_id::TEXT, hotel_id::TEXT, room_type_id::TEXT, guest_id, check_in, check_out, quantity,
 	status, hold_expires_at, total_price_cents, currency, COALESCE(payment_ref, ''), COALESCE(contact_email, ''),
-	COALESCE(contact_phone, ''), version, created_at, updated_at, released_from, COALESCE(waitlist_entry_id::TEXT, '')`
+	COALESCE(contact_phone, ''), version, created_at, updated_at, released_from, COALESCE(waitlist_entry_id::TEXT, ''),
+	COALESCE(upgraded_from::TEXT, ''), COALESCE(walk_hotel_id::TEXT, ''), COALESCE(walk_reservation_id::TEXT, ''),
+	COALESCE(relocated_from_hotel_id::TEXT, ''), COALESCE(relocated_from_reservation_id::TEXT, '')`
 
 func scanReservation(row pgx.Row) (reservation.Reservation, error) {
 	var (
@@ -224,10 +226,18 @@ func scanReservation(row pgx.Row) (reservation.Reservation, error) {
 		qty      int32
 		status   string
 		released *time.Time
+		walk     reservation.StayRef
+		from     reservation.StayRef
 	)
 	err := row.Scan(&r.ID, &r.HotelID, &r.RoomTypeID, &r.GuestID, &ci, &co, &qty, &status, &r.HoldExpiresAt,
 		&r.TotalPriceCents, &r.Currency, &r.PaymentRef, &r.ContactEmail, &r.ContactPhone, &r.Version, &r.CreatedAt, &r.UpdatedAt,
-		&released, &r.WaitlistEntryID)
+		&released, &r.WaitlistEntryID, &r.UpgradedFrom, &walk.HotelID, &walk.ReservationID, &from.HotelID, &from.ReservationID)
+	if walk.ReservationID != "" {
+		r.Walk = &walk
+	}
+	if from.ReservationID != "" {
+		r.RelocatedFrom = &from
+	}
 	if released != nil {
 		d := reservation.DateOf(*released)
 		r.ReleasedFrom = &d

@@ -92,6 +92,10 @@ func (s *Store) CheckIn(ctx context.Context, hotelID, reservationID string, room
 			return r, berth.Errorf(berth.CodeInvalidState, "%d room(s) picked for %d booked", len(roomIDs), r.Quantity)
 		}
 		rooms, err := assignRooms(ctx, tx, s.region, r, roomIDs)
+		if err != nil && len(roomIDs) == 0 {
+			// The desk walks the guest: tell it where to (walks.go).
+			err = withWalkOptions(ctx, tx, r, err)
+		}
 		if err != nil {
 			return r, err
 		}
@@ -279,7 +283,7 @@ func (s *Store) Arrivals(ctx context.Context, hotelID string, day reservation.Da
 		return nil, err
 	}
 	rows, err := s.db.pool.Query(ctx, `SELECT `+reservationColumns+` FROM reservations
-		WHERE hotel_id = $1 AND check_in = $2 AND status IN ('confirmed', 'checked_in', 'checked_out', 'no_show')
+		WHERE hotel_id = $1 AND check_in = $2 AND status IN ('confirmed', 'checked_in', 'checked_out', 'no_show', 'walking', 'walked')
 		ORDER BY guest_id, reservation_id LIMIT 5000`, hotelID, day.Time())
 	if err != nil {
 		return nil, classify(fmt.Errorf("arrivals: %w", err))

@@ -55,6 +55,9 @@ const (
 	CheckRoomAssignments    = "room_assignments_match_stays"
 	CheckStaysHaveRooms     = "stays_have_rooms"
 	CheckOutOfOrderCounted  = "out_of_order_counted"
+	CheckWalkedReleased     = "walked_stay_released_and_linked"
+	CheckRelocatedLinked    = "relocated_stay_links_one_walk"
+	CheckOneStayPerWalk     = "one_relocated_stay_per_walk"
 )
 
 // HotelInvariants are the checks that prove the hotel invariants — the
@@ -63,11 +66,12 @@ const (
 // guests' hold counts (the per-guest limits): the
 // tests' audit and the loadtest's run these.
 var HotelInvariants = []string{CheckInventory, CheckReservationNights,
-	CheckRoomNightOnce, CheckRoomAssignments, CheckStaysHaveRooms, CheckOutOfOrderCounted, CheckGuestHolds}
+	CheckRoomNightOnce, CheckRoomAssignments, CheckStaysHaveRooms, CheckOutOfOrderCounted, CheckGuestHolds,
+	CheckWalkedReleased, CheckRelocatedLinked, CheckOneStayPerWalk}
 
 // occupyingStatuses are the reservation statuses that count in the nights
 // [check_in, COALESCE(released_from, check_out)) (reservation.Status.Occupies).
-const occupyingStatuses = `('held', 'confirmed', 'checked_in', 'checked_out', 'no_show')`
+const occupyingStatuses = `('held', 'confirmed', 'checked_in', 'checked_out', 'no_show', 'walking')`
 
 // verifyCheck is one check: a query listing (partition, detail) of each
 // violation. Its arguments are $1 region ("" = all), $2 the limit, $3 the
@@ -143,6 +147,40 @@ var verifyChecks = []verifyCheck{
 		WHERE ($1 = '' OR i.home_region = $1) AND ($3::UUID[] IS NULL OR i.hotel_id = ANY($3::UUID[]))
 		GROUP BY i.hotel_id, i.room_type_id, i.night, i.out_of_order
 		HAVING i.out_of_order <> count(n.room_id)
+		ORDER BY 1, 2 LIMIT $2`, nil},
+	// Walks (docs/adr/0012-walks.md): a walked stay gave its nights back
+	// (the inventory check counts it no more) and its rooms, and names the
+	// stay the sister hotel holds, which names it back; a relocated stay
+	// belongs to exactly one walk, walking or walked.
+	{CheckWalkedReleased, "every walked stay holds no room-nights and names a relocated stay that links back to it", false, `
+		SELECT r.hotel_id::TEXT, 'reservation ' || r.reservation_id::TEXT || ' is walked but ' ||
+		       CASE WHEN EXISTS (SELECT 1 FROM room_nights n WHERE n.hotel_id = r.hotel_id AND n.reservation_id = r.reservation_id)
+		            THEN 'still holds room-nights'
+		            WHEN r.walk_reservation_id IS NULL THEN 'names no relocated stay'
+		            ELSE 'its relocated stay ' || r.walk_reservation_id::TEXT || ' does not link back' END
+		FROM reservations r
+		WHERE r.status = 'walked' AND ($1 = '' OR r.home_region = $1) AND ($3::UUID[] IS NULL OR r.hotel_id = ANY($3::UUID[]))
+		  AND (EXISTS (SELECT 1 FROM room_nights n WHERE n.hotel_id = r.hotel_id AND n.reservation_id = r.reservation_id)
+		       OR r.walk_reservation_id IS NULL
+		       OR NOT EXISTS (SELECT 1 FROM reservations t WHERE t.hotel_id = r.walk_hotel_id AND t.reservation_id = r.walk_reservation_id
+		                      AND t.relocated_from_hotel_id = r.hotel_id AND t.relocated_from_reservation_id = r.reservation_id))
+		ORDER BY 1, 2 LIMIT $2`, nil},
+	{CheckRelocatedLinked, "every relocated stay links to exactly one walking or walked original that names it", false, `
+		SELECT t.hotel_id::TEXT, 'relocated stay ' || t.reservation_id::TEXT || ' links to ' ||
+		       COALESCE(o.reservation_id::TEXT || ' (' || o.status || ', walk ' || COALESCE(o.walk_reservation_id::TEXT, 'none') || ')', 'no reservation')
+		FROM reservations t
+		LEFT JOIN reservations o ON o.hotel_id = t.relocated_from_hotel_id AND o.reservation_id = t.relocated_from_reservation_id
+		WHERE t.relocated_from_reservation_id IS NOT NULL AND ($1 = '' OR t.home_region = $1)
+		  AND ($3::UUID[] IS NULL OR t.hotel_id = ANY($3::UUID[]))
+		  AND (o.reservation_id IS NULL OR o.status NOT IN ('walking', 'walked')
+		       OR o.walk_hotel_id IS DISTINCT FROM t.hotel_id OR o.walk_reservation_id IS DISTINCT FROM t.reservation_id)
+		ORDER BY 1, 2 LIMIT $2`, nil},
+	{CheckOneStayPerWalk, "no original stay has more than one relocated stay", false, `
+		SELECT relocated_from_hotel_id::TEXT, 'reservation ' || relocated_from_reservation_id::TEXT || ' has ' || count(*) || ' relocated stays'
+		FROM reservations
+		WHERE relocated_from_reservation_id IS NOT NULL AND ($1 = '' OR home_region = $1)
+		  AND ($3::UUID[] IS NULL OR relocated_from_hotel_id = ANY($3::UUID[]) OR hotel_id = ANY($3::UUID[]))
+		GROUP BY relocated_from_hotel_id, relocated_from_reservation_id HAVING count(*) > 1
 		ORDER BY 1, 2 LIMIT $2`, nil},
 	{CheckStaleHolds, "no hotel hold stays 'held' long past its expiry (the sweeper runs)", false, `
 		SELECT hotel_id::TEXT, 'reservation ' || reservation_id::TEXT || ' expired at ' || hold_expires_at::TEXT
@@ -227,6 +265,8 @@ var verifyChecks = []verifyCheck{
 //     arrived, completed, no_show) and its slot point at each other (the
 //     slot names it and its guest, held or booked to match; every held or
 //     booked slot names such an appointment);
+//   - a walked stay holds no nights or rooms and names its relocated stay,
+//     which names it back; a relocated stay belongs to exactly one walk;
 //   - no hotel hold lingers past its expiry longer than StaleHoldAfter;
 //   - every guest's counted holds (guest_holds) equal their held reservations;
 //   - every recently confirmed booking has its confirmation event.

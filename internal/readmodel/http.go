@@ -134,7 +134,7 @@ type pageJSON struct {
 }
 
 var validStatus = map[string]bool{"held": true, "confirmed": true, "cancelled": true, "expired": true, "no_show": true,
-	"checked_in": true, "checked_out": true, "arrived": true, "completed": true}
+	"checked_in": true, "checked_out": true, "arrived": true, "completed": true, "walking": true, "walked": true}
 
 func (s *Server) reservations(w http.ResponseWriter, r *http.Request) {
 	guestID := r.PathValue("guest_id")
@@ -185,7 +185,7 @@ func (s *Server) parseQuery(r *http.Request, guestID string) (view.Query, error)
 		f = append(f, berth.FieldError{Field: "kind", Message: "want hotel or clinic"})
 	}
 	if q.Status != "" && !validStatus[q.Status] {
-		f = append(f, berth.FieldError{Field: "status", Message: "want held, confirmed, cancelled, expired, no_show, checked_in, checked_out, arrived or completed"})
+		f = append(f, berth.FieldError{Field: "status", Message: "want held, confirmed, cancelled, expired, no_show, checked_in, checked_out, arrived, completed, walking or walked"})
 	}
 	if l := v.Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)

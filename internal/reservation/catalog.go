@@ -91,4 +91,6 @@ type HotelPatch struct {
 	Latitude, Longitude *float64
 	ClearLocation       bool
 	Amenities           *[]string
+	// Chain sets the chain ("" removes it).
+	Chain *string
 }

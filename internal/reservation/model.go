@@ -15,6 +15,9 @@ type Hotel struct {
 	Longitude *float64 `json:"longitude,omitempty"`
 	// Amenities are lower-case codes (wifi, pool, …), sorted, never nil.
 	Amenities []string `json:"amenities"`
+	// Chain names the chain the hotel belongs to ("" for none): a walked
+	// guest is relocated only within the chain, in the same city.
+	Chain string `json:"chain,omitempty"`
 	// CatalogVersion counts the changes of the hotel and its room types;
 	// the hotel.catalog event carries it.
 	CatalogVersion int64      `json:"catalog_version"`
@@ -58,10 +61,17 @@ type Reservation struct {
 	Rooms []AssignedRoom `json:"rooms,omitempty"`
 	// WaitlistEntryID names the waitlist entry this hold was offered to (a
 	// hold the waitlist made, not the guest); empty otherwise.
-	WaitlistEntryID string    `json:"waitlist_entry_id,omitempty"`
-	Version         int64     `json:"version"`
-	CreatedAt       time.Time `json:"created_at"`
-	UpdatedAt       time.Time `json:"updated_at"`
+	WaitlistEntryID string `json:"waitlist_entry_id,omitempty"`
+	// UpgradedFrom is the room type the stay was booked as, when the desk
+	// upgraded it to RoomTypeID (a walk within the hotel).
+	UpgradedFrom string `json:"upgraded_from,omitempty"`
+	// Walk is the stay a sister hotel holds (walking) or held (walked) for
+	// the guest; RelocatedFrom, on that stay, is the original.
+	Walk          *StayRef  `json:"walk,omitempty"`
+	RelocatedFrom *StayRef  `json:"relocated_from,omitempty"`
+	Version       int64     `json:"version"`
+	CreatedAt     time.Time `json:"created_at"`
+	UpdatedAt     time.Time `json:"updated_at"`
 }
 
 // Stay returns the reservation's nights.

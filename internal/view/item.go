@@ -42,11 +42,18 @@ var mappers = map[string]mapper{
 	"hotel/reservation.checked_in":  hotelReservation,
 	"hotel/reservation.checked_out": hotelReservation,
 	// A no-show carries the reservation beside the first night's charge.
-	"hotel/reservation.no_show":    nested("reservation", hotelReservation),
-	"clinic/appointment.held":      clinicAppointment,
-	"clinic/appointment.confirmed": clinicAppointment,
-	"clinic/appointment.cancelled": clinicAppointment,
-	"clinic/appointment.expired":   clinicAppointment,
+	"hotel/reservation.no_show": nested("reservation", hotelReservation),
+	// Walks (docs/adr/0012-walks.md): the original stay walking, walked
+	// (beside the compensation) or confirmed again; the stay a sister
+	// hotel holds for the guest is a confirmed stay of that hotel.
+	"hotel/reservation.walking":     hotelReservation,
+	"hotel/reservation.walked":      nested("reservation", hotelReservation),
+	"hotel/reservation.walk_undone": nested("reservation", hotelReservation),
+	"hotel/reservation.relocated":   hotelReservation,
+	"clinic/appointment.held":       clinicAppointment,
+	"clinic/appointment.confirmed":  clinicAppointment,
+	"clinic/appointment.cancelled":  clinicAppointment,
+	"clinic/appointment.expired":    clinicAppointment,
 	// A no-show carries the appointment flat, with its charge beside it
 	// (appointment.NoShowEvent); arrived and completed carry it alone.
 	"clinic/appointment.no_show":   clinicAppointment,
@@ -119,6 +126,11 @@ type hotelData struct {
 	ContactPhone string    `json:"contact_phone"`
 	Version      int64     `json:"version"`
 	UpdatedAt    time.Time `json:"updated_at"`
+	// RelocatedFrom links a stay a sister hotel holds for a walked guest
+	// to the original.
+	RelocatedFrom *struct {
+		ReservationID string `json:"reservation_id"`
+	} `json:"relocated_from"`
 }
 
 func hotelReservation(data json.RawMessage) (Item, error) {
@@ -126,7 +138,20 @@ func hotelReservation(data json.RawMessage) (Item, error) {
 	if err := json.Unmarshal(data, &d); err != nil {
 		return Item{}, err
 	}
-	return HotelItem(d.HotelID, d.ID, d.GuestID, d.Status, d.CheckIn, d.CheckOut, d.Quantity, d.ContactEmail, d.ContactPhone, d.Version, d.UpdatedAt)
+	it, err := HotelItem(d.HotelID, d.ID, d.GuestID, d.Status, d.CheckIn, d.CheckOut, d.Quantity, d.ContactEmail, d.ContactPhone, d.Version, d.UpdatedAt)
+	if err == nil && d.RelocatedFrom != nil {
+		Relocated(&it, d.RelocatedFrom.ReservationID)
+	}
+	return it, err
+}
+
+// Relocated links the item of a stay a sister hotel holds for a walked
+// guest to the original reservation, in its title: the guest's list shows
+// the walked stay and the one that replaced it side by side.
+func Relocated(it *Item, fromReservationID string) {
+	if fromReservationID != "" {
+		it.Title += " (relocated from reservation " + fromReservationID + ")"
+	}
 }
 
 // HotelItem builds the item of a hotel reservation; the projection and the

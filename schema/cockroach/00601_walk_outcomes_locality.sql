@@ -1,0 +1,1 @@
+ALTER TABLE walk_outcomes SET LOCALITY REGIONAL BY ROW AS crdb_region;
