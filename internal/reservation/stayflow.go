@@ -23,10 +23,11 @@ const (
 
 // Occupies reports whether a reservation in status s still counts in the
 // nights it occupies, [check_in, released_from or check_out): a live one,
-// a stay in progress or over, and a no-show's charged first night.
+// a stay in progress or over, a no-show's charged first night, and a stay
+// being walked (until the sister hotel has taken the guest).
 func (s Status) Occupies() bool {
 	switch s {
-	case StatusHeld, StatusConfirmed, StatusCheckedIn, StatusCheckedOut, StatusNoShow:
+	case StatusHeld, StatusConfirmed, StatusCheckedIn, StatusCheckedOut, StatusNoShow, StatusWalking:
 		return true
 	}
 	return false
