@@ -143,6 +143,15 @@ func (c *ClinicStore) Hold(ctx context.Context, req appointment.HoldRequest, ide
 			if err != nil {
 				return nil, err
 			}
+			if h.taken {
+				// Someone holds or booked the slot as of this read (the
+				// common answer after the first instants of an opening):
+				// answered at once, without queueing behind the slot's
+				// lock or taking the guest's rows. A slot freed a moment
+				// later is a race this hold lost at the read.
+				return nil, slotTaken(ctx, tx, req.ClinicID, h.doctorID, req.SlotID, req.GuestID, h.startsAt,
+					"the slot is held or booked by someone else")
+			}
 			prepay, price = h.prepay, h.price
 			busy, err := c.checkClinicGuest(ctx, tx, req.ClinicID, req.GuestID, prepay, h.doctorID, []time.Time{h.localDate}, &h.localDate)
 			if err != nil {

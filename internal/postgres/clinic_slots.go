@@ -128,6 +128,10 @@ type slotHint struct {
 	localDate time.Time
 	prepay    bool
 	price     doctorPrice
+	// taken: as of the read, the slot has not started and someone holds
+	// or booked it (or it is blocked). Unlike the columns above it may
+	// change at once; it only lets a loser be answered without waiting.
+	taken bool
 }
 
 // doctorPrice is what a prepaid appointment of a doctor costs (nil: no
@@ -140,10 +144,11 @@ type doctorPrice struct {
 func readSlotHint(ctx context.Context, q querier, clinicID, slotID string) (slotHint, error) {
 	var h slotHint
 	err := q.QueryRow(ctx,
-		`SELECT s.doctor_id::TEXT, s.starts_at, s.local_date, d.prepay_required, d.price_cents, COALESCE(d.currency, '')
+		`SELECT s.doctor_id::TEXT, s.starts_at, s.local_date, d.prepay_required, d.price_cents, COALESCE(d.currency, ''),
+		        s.starts_at > now() AND NOT `+takeableSQL+`
 		 FROM slots s JOIN doctors d ON d.clinic_id = s.clinic_id AND d.doctor_id = s.doctor_id
 		 WHERE s.clinic_id = $1 AND s.slot_id = $2`, clinicID, slotID).Scan(&h.doctorID, &h.startsAt, &h.localDate, &h.prepay,
-		&h.price.cents, &h.price.currency)
+		&h.price.cents, &h.price.currency, &h.taken)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return h, berth.Errorf(berth.CodeNotFound, "slot %s not found", slotID)
 	}
