@@ -128,7 +128,7 @@ func (s *Store) holdQueued(ctx context.Context, req reservation.HoldRequest, ide
 		return c.resp, c.err
 	case <-ctx.Done():
 		if s.leaveQueue(key, c) {
-			return berth.Response{}, fmt.Errorf("hold: %w", ctx.Err())
+			return berth.Response{}, classify(fmt.Errorf("hold: %w", ctx.Err()))
 		}
 		// Its batch has started: its outcome is coming.
 		<-c.done
@@ -228,8 +228,10 @@ func (s *Store) runBatch(calls []*holdCall) {
 			batch = nil
 			break
 		}
-		s.batch.batches.Add(1)
-		s.batch.batched.Add(int64(len(out.decided)))
+		if len(out.decided) > 0 {
+			s.batch.batches.Add(1)
+			s.batch.batched.Add(int64(len(out.decided)))
+		}
 		for _, d := range out.decided {
 			d.call.finish(d.resp, d.err)
 		}

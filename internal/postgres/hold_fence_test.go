@@ -146,6 +146,9 @@ func TestStaleRegionCannotWriteAMovedHotel(t *testing.T) {
 	wg.Wait()
 
 	t.Logf("%d moves; outcomes %v; winners by region %v", moves, outcomes, winners)
+	for region, s := range stores {
+		t.Logf("hold batching in %s: %+v", region, s.HoldBatchStats())
+	}
 	for _, f := range failures {
 		t.Error(f)
 	}
