@@ -145,6 +145,7 @@ func searchCmd() *cobra.Command {
 	f.IntVar(&o.Nights, "nights", 30, "nights of inventory from today")
 	f.IntVar(&o.Rooms, "rooms", 20, "rooms per room type and night")
 	f.BoolVar(&o.NoSeed, "no-seed", false, "search the catalog seeded before (same --hotels, by seed --searchable) instead of seeding")
+	f.BoolVar(&o.NoRebuild, "no-rebuild", false, "search the indexes as an earlier run left them (no build time or memory figures)")
 	f.StringVar(&indexes, "indexes", "", "region=url list of booking services whose search indexes are rebuilt and measured (default: --bookings that answer)")
 	f.Float64SliceVar(&o.Rates, "rates", []float64{10, 20, 40, 80, 160, 320}, "arrival rates (searches/s) tried in order")
 	f.DurationVar(&o.Step, "step", 20*time.Second, "how long each rate runs")
