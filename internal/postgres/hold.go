@@ -59,6 +59,10 @@ var (
 // the rooms is refused without a transaction: the database is asked only
 // whether the Idempotency-Key has an answer already (then it is replayed).
 // Such a refusal commits nothing, so nothing is stored with the key.
+//
+// With batching on (SetHoldBatch, hold_batch.go), a hold of a room type
+// whose hold transaction is running waits for it and is then decided with
+// the others that waited, in one transaction, with an answer of its own.
 func (s *Store) Hold(ctx context.Context, req reservation.HoldRequest, idem *berth.Idem) (berth.Response, error) {
 	var gen uint64
 	if s.soldOut != nil {
