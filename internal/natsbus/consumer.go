@@ -125,7 +125,29 @@ func Consume(ctx context.Context, js jetstream.JetStream, cfg ConsumerConfig, h 
 		wg.Wait()
 	}()
 	bo := backoff{base: 100 * time.Millisecond, max: 5 * time.Second}
-	var cons jetstream.Consumer
+	var (
+		cons jetstream.Consumer
+		it   jetstream.MessagesContext
+	)
+	// stop ends the iterator and hands back what it had prefetched but not
+	// yet given to a worker: a Nak makes the server redeliver those at once
+	// (to this consumer's next incarnation or another instance) instead of
+	// after AckWait.
+	stop := func() {
+		if it == nil {
+			return
+		}
+		it.Drain()
+		for {
+			msg, err := it.Next(jetstream.NextMaxWait(time.Second))
+			if err != nil {
+				break
+			}
+			_ = msg.Nak()
+		}
+		it = nil
+	}
+	defer stop()
 	for ctx.Err() == nil {
 		if cons == nil {
 			var err error
@@ -137,52 +159,40 @@ func Consume(ctx context.Context, js jetstream.JetStream, cfg ConsumerConfig, h 
 				continue
 			}
 		}
-		// Take what is there without waiting (a pull request waits for a
-		// full batch); when nothing is, wait up to a second for one message.
-		got, err := fetch(cons, work, cfg.Workers*4, true)
-		if err == nil && got == 0 {
-			_, err = fetch(cons, work, 1, false)
-		}
-		if err != nil {
-			if ctx.Err() == nil {
-				log.Warn("fetch failed; backing off", "err", err)
+		if it == nil {
+			// One long-lived pull that the client tops up as the buffer
+			// drains, rather than a pull request (and a fresh inbox
+			// subscription) per fetch: with a fetch per message or two, the
+			// pulls cost the broker and the process more CPU than the
+			// events themselves (docs/PERFORMANCE.md, "CPU per hold").
+			var err error
+			if it, err = cons.Messages(jetstream.PullMaxMessages(cfg.Workers * 4)); err != nil {
+				if ctx.Err() == nil {
+					log.Warn("pull failed; backing off", "err", err)
+				}
+				cons, it = nil, nil
+				sleep(ctx, bo.next())
+				continue
 			}
+		}
+		msg, err := it.Next(jetstream.NextContext(ctx))
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			log.Warn("fetch failed; backing off", "err", err)
+			stop()
 			if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrConsumerDeleted) ||
-				errors.Is(err, jetstream.ErrStreamNotFound) {
+				errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, jetstream.ErrBadRequest) {
 				cons = nil
 			}
 			sleep(ctx, bo.next())
 			continue
 		}
 		bo.reset()
+		work <- msg
 	}
 	return nil
-}
-
-// fetch pulls up to n messages and hands them to the workers; noWait
-// returns at once with what is available.
-func fetch(cons jetstream.Consumer, work chan<- jetstream.Msg, n int, noWait bool) (int, error) {
-	var (
-		batch jetstream.MessageBatch
-		err   error
-	)
-	if noWait {
-		batch, err = cons.FetchNoWait(n)
-	} else {
-		batch, err = cons.Fetch(n, jetstream.FetchMaxWait(time.Second))
-	}
-	if err != nil {
-		return 0, err
-	}
-	got := 0
-	for msg := range batch.Messages() {
-		work <- msg
-		got++
-	}
-	if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, jetstream.ErrNoMessages) {
-		return got, err
-	}
-	return got, nil
 }
 
 // EnsureConsumer creates or updates a durable pull consumer (and the
