@@ -49,18 +49,23 @@ func (p *DevPaymentProvider) CreateIntent(ctx context.Context, req payments.Inte
 		return payments.Intent{}, fmt.Errorf("create intent: %w", err)
 	}
 	id := "pi_dev_" + uuid.NewString()
-	_, err := p.db.pool.Exec(ctx, `INSERT INTO dev_payment_intents (intent_id, idempotency_key, client_secret, kind, partition_id,
+	// A new key returns its row from the INSERT (one round trip for every
+	// first hold: this provider runs on every prepaid hold of `make up`); a
+	// key used before returns nothing there and is read back.
+	in, err := scanDevIntent(p.db.pool.QueryRow(ctx, `INSERT INTO dev_payment_intents (intent_id, idempotency_key, client_secret, kind, partition_id,
 			reservation_id, amount_cents, currency, status)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'requires_payment') ON CONFLICT (idempotency_key) DO NOTHING`,
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'requires_payment') ON CONFLICT (idempotency_key) DO NOTHING
+		RETURNING `+devIntentColumns,
 		id, req.IdempotencyKey, id+"_secret_"+hex.EncodeToString(secret), req.Kind, req.PartitionID, req.ReservationID,
-		req.AmountCents, req.Currency)
-	if err != nil {
+		req.AmountCents, req.Currency))
+	if errors.Is(err, pgx.ErrNoRows) {
+		in, err = scanDevIntent(p.db.pool.QueryRow(ctx,
+			`SELECT `+devIntentColumns+` FROM dev_payment_intents WHERE idempotency_key = $1`, req.IdempotencyKey))
+		if err != nil {
+			return payments.Intent{}, fmt.Errorf("read intent: %w", err)
+		}
+	} else if err != nil {
 		return payments.Intent{}, fmt.Errorf("create intent: %w", err)
-	}
-	in, err := scanDevIntent(p.db.pool.QueryRow(ctx,
-		`SELECT `+devIntentColumns+` FROM dev_payment_intents WHERE idempotency_key = $1`, req.IdempotencyKey))
-	if err != nil {
-		return payments.Intent{}, fmt.Errorf("read intent: %w", err)
 	}
 	if in.AmountCents != req.AmountCents || in.Currency != req.Currency || in.ReservationID != req.ReservationID {
 		// A real provider refuses an idempotency key reused with other parameters.
