@@ -130,8 +130,12 @@ func startNotifications(ctx context.Context, cfg serveConfig, db *postgres.DB, j
 	}
 	n := notify.New(postgres.NewNotifications(db), senders, log)
 	start("notify", func(ctx context.Context) error {
+		var filters []string
+		for _, t := range notify.EventTypes() {
+			filters = append(filters, "berth.*.*."+t)
+		}
 		return natsbus.Consume(ctx, js, natsbus.ConsumerConfig{Durable: notify.ConsumerName, MaxDeliver: cfg.MaxDeliver,
-			Workers: 4, Log: log, Transient: postgres.IsTransient}, envelopeHandler(n.Apply))
+			Filters: filters, Workers: 4, Log: log, Transient: postgres.IsTransient}, envelopeHandler(n.Apply))
 	})
 	start("notify-dispatch", func(ctx context.Context) error {
 		interval := cfg.Notify.DispatchInterval

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/berthhq/berth/internal/events"
@@ -23,6 +24,18 @@ var templates = map[string]string{
 	"appointment.no_show": "no_show", "appointment.completed": "visit_completed",
 	// The stay at the front desk and its walks (docs/adr/0012-walks.md).
 	"reservation.checked_in": "checked_in", "reservation.no_show": "stay_no_show", "reservation.walked": "walked",
+}
+
+// EventTypes are the event types that send a message, sorted. The notify
+// consumer asks the broker for these alone: every other event (a hold, the
+// most frequent) would be delivered, decoded and acked for nothing.
+func EventTypes() []string {
+	out := make([]string, 0, len(templates))
+	for t := range templates {
+		out = append(out, t)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Queue is the notification queue the notifier writes and drains
