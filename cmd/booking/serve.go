@@ -33,6 +33,9 @@ type serveConfig struct {
 	TokenMaxTTL time.Duration
 	Isolation   postgres.Isolation
 	HoldTTL     time.Duration
+	// OfferTTL is how long a waitlist offer's hold waits for its
+	// confirmation (BERTH_WAITLIST_OFFER_TTL, 15m).
+	OfferTTL time.Duration
 	// SoldOutTTL bounds how long a learnt "sold out" refuses holds without
 	// the database (BERTH_SOLDOUT_TTL; 0 turns the cache off).
 	SoldOutTTL time.Duration
@@ -75,6 +78,8 @@ func loadServeConfig(cmd *cobra.Command) (serveConfig, error) {
 		errs.Add("BERTH_ISOLATION: %v", err)
 	}
 	c.HoldTTL, err = config.Duration("BERTH_HOLD_TTL", 10*time.Minute)
+	errs.Check(err)
+	c.OfferTTL, err = config.Duration("BERTH_WAITLIST_OFFER_TTL", 15*time.Minute)
 	errs.Check(err)
 	c.SoldOutTTL, err = config.Duration("BERTH_SOLDOUT_TTL", time.Second)
 	errs.Check(err)
@@ -119,6 +124,9 @@ func loadServeConfig(cmd *cobra.Command) (serveConfig, error) {
 	}
 	if c.HoldTTL < time.Second {
 		errs.Add("BERTH_HOLD_TTL: at least 1s")
+	}
+	if c.OfferTTL < time.Second || c.OfferTTL > 24*time.Hour {
+		errs.Add("BERTH_WAITLIST_OFFER_TTL: 1s to 24h")
 	}
 	if c.SoldOutTTL < 0 || c.SoldOutTTL > time.Minute {
 		errs.Add("BERTH_SOLDOUT_TTL: 0 (off) to 1m")
@@ -171,7 +179,7 @@ sweeper and the rolling inventory job.
 
 Environment: BERTH_PPROF_ADDR (off; e.g. 127.0.0.1:6060: net/http/pprof on its own listener), BERTH_REGION, BERTH_HTTP_ADDR, BERTH_DATABASE_URL, BERTH_TOKEN_SECRET,
 BERTH_TOKEN_MAX_TTL (24h: the longest token lifetime accepted),
-BERTH_ISOLATION (read_committed|serializable), BERTH_HOLD_TTL (10m),
+BERTH_ISOLATION (read_committed|serializable), BERTH_HOLD_TTL (10m), BERTH_WAITLIST_OFFER_TTL (15m: a waitlist offer's hold),
 BERTH_LOCK_TIMEOUT (2s), BERTH_STATEMENT_TIMEOUT (5s), BERTH_IDLE_IN_TX_TIMEOUT (60s), BERTH_SWEEP_INTERVAL (5s), BERTH_NO_SHOW_CUTOFF (12h: hotels' local time, the day after arrival),
 BERTH_CLINIC_NO_SHOW_GRACE (30m: after a slot's end, a confirmed patient who has not arrived is a no-show),
 BERTH_DB_MAX_CONNS (32), BERTH_SHUTDOWN_TIMEOUT (20s), BERTH_LOG_FORMAT (json|text),
@@ -231,6 +239,7 @@ func run(ctx context.Context, cfg serveConfig, stdout io.Writer, ready chan<- st
 	}
 	store := postgres.NewStore(db, cfg.Region, cfg.HoldTTL)
 	store.SetGuestLimits(cfg.GuestLimits)
+	store.SetOfferTTL(cfg.OfferTTL)
 	store.SetHoldBatch(cfg.HoldBatch)
 	if cfg.SoldOutTTL > 0 {
 		store.UseSoldOutCache(soldout.New(cfg.SoldOutTTL, nil))

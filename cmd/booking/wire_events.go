@@ -20,8 +20,8 @@ import (
 )
 
 // wireEvents wires the events part of the service: when BERTH_NATS_URL is
-// set, the outbox relay of this region and the region's cache invalidation
-// consumer; when BERTH_WEBHOOK_SECRET is set, the payment webhook.
+// set, the outbox relay of this region, the region's cache invalidation
+// consumer and its waitlist consumer (freed rooms to the first waiters); when BERTH_WEBHOOK_SECRET is set, the payment webhook.
 //
 // Environment: BERTH_NATS_URL, BERTH_OUTBOX_RETENTION (72h),
 // BERTH_RELAY_BATCH (500), BERTH_RELAY_POLL (50ms), BERTH_WEBHOOK_SECRET.
@@ -92,6 +92,12 @@ func wireEvents(ctx context.Context, w *wiring) error {
 		func(ctx context.Context) {
 			if err := natsbus.InvalidateCache(ctx, js, w.cfg.Region, inv, w.log); err != nil {
 				w.log.Error("cache invalidation stopped", "err", err)
+			}
+		},
+		// Freed rooms go to the waitlists of this region's hotels.
+		func(ctx context.Context) {
+			if err := natsbus.OfferOnFree(ctx, js, w.cfg.Region, w.store, w.log); err != nil {
+				w.log.Error("waitlist consumer stopped", "err", err)
 			}
 		},
 	)

@@ -273,12 +273,15 @@ func lockReservation(ctx context.Context, tx pgx.Tx, hotelID, reservationID stri
 	return r, nil
 }
 
-// setStatus queues the row update of a transition and bumps the version.
+// setStatus queues the row update of a transition and bumps the version,
+// and, for a waitlist offer, the change of its entry (queueSettleOffer).
 func setStatus(b *pgx.Batch, r *reservation.Reservation, to reservation.Status, now time.Time) {
 	r.Status, r.Version, r.UpdatedAt = to, r.Version+1, now
 	b.Queue(`UPDATE reservations SET status = $3, payment_ref = NULLIF($4, ''), hold_expires_at = $5, version = $6, updated_at = $7
 		WHERE hotel_id = $1 AND reservation_id = $2`,
 		r.HotelID, r.ID, string(r.Status), r.PaymentRef, r.HoldExpiresAt, r.Version, r.UpdatedAt)
+	// A waitlist offer settles its entry in the same transaction.
+	queueSettleOffer(b, *r)
 }
 
 func dbNow(ctx context.Context, tx pgx.Tx) (time.Time, error) {

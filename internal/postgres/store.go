@@ -20,7 +20,10 @@ type Store struct {
 	db      *DB
 	region  string
 	holdTTL time.Duration
-	limits  berth.GuestLimits
+	// offerTTL is how long a waitlist offer's hold waits (holdTTL unless
+	// SetOfferTTL).
+	offerTTL time.Duration
+	limits   berth.GuestLimits
 	// soldOut, when set, refuses holds of stays known to be sold out.
 	soldOut *soldout.Cache
 
@@ -38,7 +41,7 @@ func NewStore(db *DB, region string, holdTTL time.Duration) *Store {
 	if holdTTL <= 0 {
 		holdTTL = 10 * time.Minute
 	}
-	s := &Store{db: db, region: region, holdTTL: holdTTL, limits: berth.DefaultGuestLimits,
+	s := &Store{db: db, region: region, holdTTL: holdTTL, offerTTL: holdTTL, limits: berth.DefaultGuestLimits,
 		inflight: map[string]int{}, queues: map[string]*holdQueue{}}
 	s.batchMax.Store(DefaultHoldBatch)
 	return s

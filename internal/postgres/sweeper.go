@@ -69,13 +69,16 @@ func (s *Store) ExpireHolds(ctx context.Context, limit int) (int, error) {
 			if err := queueEvents(ctx, b, s.region, reservationInventoryEvent(reservation.EventExpired, *r, counts)); err != nil {
 				return err
 			}
+			// An unconfirmed waitlist offer lapses; its expired event
+			// wakes the waitlist, which offers the rooms to the next waiter.
+			queueSettleOffer(b, *r)
 		}
 		// The guests' rows after every night (the lock order).
 		if err := releaseGuestHolds(ctx, tx, lapsed); err != nil {
 			return err
 		}
 		br := tx.SendBatch(ctx, b)
-		for range lapsed {
+		for _, r := range lapsed {
 			tag, err := br.Exec()
 			if err != nil {
 				br.Close()
@@ -88,6 +91,12 @@ func (s *Store) ExpireHolds(ctx context.Context, limit int) (int, error) {
 			if _, err := br.Exec(); err != nil { // its outbox event
 				br.Close()
 				return fmt.Errorf("expire hold event: %w", err)
+			}
+			if r.WaitlistEntryID != "" {
+				if _, err := br.Exec(); err != nil { // its entry
+					br.Close()
+					return fmt.Errorf("expire hold: lapse its waitlist entry: %w", err)
+				}
 			}
 		}
 		if err := br.Close(); err != nil {

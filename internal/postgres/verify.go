@@ -58,16 +58,20 @@ const (
 	CheckWalkedReleased     = "walked_stay_released_and_linked"
 	CheckRelocatedLinked    = "relocated_stay_links_one_walk"
 	CheckOneStayPerWalk     = "one_relocated_stay_per_walk"
+	CheckWaitlistOffers     = "waitlist_offer_holds"
+	CheckWaitlistFIFO       = "waitlist_fifo"
 )
 
 // HotelInvariants are the checks that prove the hotel invariants — the
 // nights (reserved = what occupies them, within the limit), the rooms (a
 // room is never used twice on a night; stays and their rooms agree) and the
-// guests' hold counts (the per-guest limits): the
+// guests' hold counts (the per-guest limits), and the waitlists (every
+// offer is one live hold of its entry; first come, first served): the
 // tests' audit and the loadtest's run these.
 var HotelInvariants = []string{CheckInventory, CheckReservationNights,
 	CheckRoomNightOnce, CheckRoomAssignments, CheckStaysHaveRooms, CheckOutOfOrderCounted, CheckGuestHolds,
-	CheckWalkedReleased, CheckRelocatedLinked, CheckOneStayPerWalk}
+	CheckWalkedReleased, CheckRelocatedLinked, CheckOneStayPerWalk,
+	CheckWaitlistOffers, CheckWaitlistFIFO}
 
 // occupyingStatuses are the reservation statuses that count in the nights
 // [check_in, COALESCE(released_from, check_out)) (reservation.Status.Occupies).
@@ -211,6 +215,49 @@ var verifyChecks = []verifyCheck{
 		     ON r.hotel_id = g.hotel_id AND r.guest_id = g.guest_id
 		WHERE COALESCE(g.holds, 0) <> COALESCE(r.holds, 0) OR COALESCE(g.rooms, 0) <> COALESCE(r.rooms, 0)
 		ORDER BY 1, 2 LIMIT $2`, nil},
+	// A waitlist offer is a held reservation made for one entry: an offered
+	// entry and its hold name each other and agree on guest, room type and
+	// stay, and an entry is offered at most once (one reservation ever).
+	// That no room is offered twice is the inventory check above: offers
+	// are reservations and count in their nights.
+	{CheckWaitlistOffers, "every offered waitlist entry has exactly one live hold, made for it, and no hold is offered twice", false, `
+		SELECT e.hotel_id::TEXT, 'entry ' || e.entry_id::TEXT || ' is offered but its reservation ' ||
+		       COALESCE(e.reservation_id::TEXT, 'none') || ' is ' || COALESCE(r.status, 'missing')
+		FROM waitlist_entries e
+		LEFT JOIN reservations r ON r.hotel_id = e.hotel_id AND r.reservation_id = e.reservation_id
+		WHERE e.status = 'offered' AND ($1 = '' OR e.home_region = $1) AND ($3::UUID[] IS NULL OR e.hotel_id = ANY($3::UUID[]))
+		  AND (r.reservation_id IS NULL OR r.status <> 'held' OR r.waitlist_entry_id IS DISTINCT FROM e.entry_id
+		       OR r.guest_id <> e.guest_id OR r.room_type_id <> e.room_type_id OR r.check_in <> e.check_in
+		       OR r.check_out <> e.check_out OR r.quantity <> e.quantity)
+		UNION ALL
+		SELECT r.hotel_id::TEXT, 'held offer ' || r.reservation_id::TEXT || ' names entry ' || r.waitlist_entry_id::TEXT ||
+		       ', which is ' || COALESCE(e.status || ' with ' || COALESCE(e.reservation_id::TEXT, 'no reservation'), 'missing')
+		FROM reservations r
+		LEFT JOIN waitlist_entries e ON e.hotel_id = r.hotel_id AND e.entry_id = r.waitlist_entry_id
+		WHERE r.waitlist_entry_id IS NOT NULL AND r.status = 'held' AND ($1 = '' OR r.home_region = $1)
+		  AND ($3::UUID[] IS NULL OR r.hotel_id = ANY($3::UUID[]))
+		  AND (e.entry_id IS NULL OR e.status <> 'offered' OR e.reservation_id IS DISTINCT FROM r.reservation_id)
+		UNION ALL
+		SELECT hotel_id::TEXT, 'entry ' || waitlist_entry_id::TEXT || ' was offered ' || count(*) || ' reservations'
+		FROM reservations
+		WHERE waitlist_entry_id IS NOT NULL AND ($1 = '' OR home_region = $1) AND ($3::UUID[] IS NULL OR hotel_id = ANY($3::UUID[]))
+		GROUP BY hotel_id, waitlist_entry_id HAVING count(*) > 1
+		ORDER BY 1, 2 LIMIT $2`, nil},
+	// First come, first served: an offer goes to the first waiter whose
+	// stay fits. So when an entry was offered, no entry ahead of it in the
+	// same line whose stay lies within the offered one (its nights had the
+	// room the offer took) may have been left waiting — unless that offer
+	// passed it over for a per-guest limit (passed_at). An entry never
+	// returns to waiting, so what still waits waited then.
+	{CheckWaitlistFIFO, "no waitlist entry was offered while an earlier entry of its line, whose stay lies within the offered one, waited", false, `
+		SELECT o.hotel_id::TEXT, 'entry ' || o.entry_id::TEXT || ' (seq ' || o.seq || ') was offered at ' || o.offered_at::TEXT ||
+		       ' while entry ' || w.entry_id::TEXT || ' (seq ' || w.seq || ') waited'
+		FROM waitlist_entries o
+		JOIN waitlist_entries w ON w.hotel_id = o.hotel_id AND w.room_type_id = o.room_type_id AND w.seq < o.seq
+		     AND w.status = 'waiting' AND w.check_in >= o.check_in AND w.check_out <= o.check_out AND w.quantity <= o.quantity
+		     AND (w.passed_at IS NULL OR w.passed_at < o.offered_at)
+		WHERE o.offered_at IS NOT NULL AND ($1 = '' OR o.home_region = $1) AND ($3::UUID[] IS NULL OR o.hotel_id = ANY($3::UUID[]))
+		ORDER BY 1, 2 LIMIT $2`, nil},
 	{CheckOneLivePerSlot, "every slot is held or booked by at most one appointment", true, `
 		SELECT a.clinic_id::TEXT, 'slot ' || a.slot_id::TEXT || ' has ' || count(*) || ' appointments on it'
 		FROM appointments a
@@ -269,6 +316,9 @@ var verifyChecks = []verifyCheck{
 //     which names it back; a relocated stay belongs to exactly one walk;
 //   - no hotel hold lingers past its expiry longer than StaleHoldAfter;
 //   - every guest's counted holds (guest_holds) equal their held reservations;
+//   - every offered waitlist entry and its one held reservation name each
+//     other, and no entry was offered while an earlier one that the offered
+//     rooms would have served waited (first come, first served);
 //   - every recently confirmed booking has its confirmation event.
 //
 // It is the one audit: `booking verify`, the tests (bookingtest) and the

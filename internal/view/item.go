@@ -50,10 +50,13 @@ var mappers = map[string]mapper{
 	"hotel/reservation.walked":      nested("reservation", hotelReservation),
 	"hotel/reservation.walk_undone": nested("reservation", hotelReservation),
 	"hotel/reservation.relocated":   hotelReservation,
-	"clinic/appointment.held":       clinicAppointment,
-	"clinic/appointment.confirmed":  clinicAppointment,
-	"clinic/appointment.cancelled":  clinicAppointment,
-	"clinic/appointment.expired":    clinicAppointment,
+	// A waitlist offer carries its entry beside the held reservation it
+	// made (which its own reservation.held event projects too).
+	"hotel/waitlist.offered":       nested("reservation", hotelReservation),
+	"clinic/appointment.held":      clinicAppointment,
+	"clinic/appointment.confirmed": clinicAppointment,
+	"clinic/appointment.cancelled": clinicAppointment,
+	"clinic/appointment.expired":   clinicAppointment,
 	// A no-show carries the appointment flat, with its charge beside it
 	// (appointment.NoShowEvent); arrived and completed carry it alone.
 	"clinic/appointment.no_show":   clinicAppointment,
