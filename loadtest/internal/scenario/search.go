@@ -264,6 +264,11 @@ type StepResult struct {
 	Held      bool            `json:"held"` // p99 under the objective, errors under the limit
 	Timeline  []engine.Second `json:"-"`
 	ErrorRate float64         `json:"error_rate"`
+	// The shares of the step's searches the booking services answered
+	// within 25 and 100 ms, from their own request histograms (what the
+	// index and the service took, without the router, the network and
+	// the generator): 0 when their /metrics do not say.
+	ServedWithin25ms, ServedWithin100ms float64
 }
 
 // RunSearch seeds, indexes, steps the rate and measures the lag.
@@ -322,7 +327,9 @@ func (e *Env) RunSearch(ctx context.Context, o Search) (*report.Report, error) {
 			ecfg.Status = func() string { return fmt.Sprintf("step %.0f/s", rate) }
 		}
 		e.logf("search: %.0f searches/s for %s …", rate, o.Step)
+		served := e.servedWithin(ctx, o.Indexes, nil)
 		res := engine.Run(ctx, ecfg, rec, mix.task)
+		served = e.servedWithin(ctx, o.Indexes, served)
 		st := StepResult{Rate: rate, Search: rec.Ops(res.Elapsed)["search"], Load1: loadAverage(), Dropped: res.Dropped, Timeline: rec.Timeline()}
 		st.ErrorRate = report.ErrorRate(st.Search)
 		st.Held = st.Search.Count > 0 && st.Search.P99Ms < o.P99Ms && st.ErrorRate <= o.MaxErrorRate && res.Dropped == 0
@@ -332,9 +339,15 @@ func (e *Env) RunSearch(ctx context.Context, o Search) (*report.Report, error) {
 			r.Timeline = append(r.Timeline, s)
 		}
 		offset += int(res.Elapsed.Round(time.Second) / time.Second)
-		e.logf("search: %6.0f/s offered, %6.1f/s done: p50 %.1f ms, p99 %.1f ms, errors %.2f%%, load %.1f → %s",
-			rate, st.Search.Throughput, st.Search.P50Ms, st.Search.P99Ms, 100*st.ErrorRate, st.Load1, heldWord(st.Held))
 		key := "step_" + strconv.FormatFloat(rate, 'f', -1, 64)
+		inService := ""
+		if n := served["+Inf"]; n > 0 {
+			st.ServedWithin100ms, st.ServedWithin25ms = served["0.1"]/n, served["0.025"]/n
+			r.Figures[key+"_served_within_100ms"], r.Figures[key+"_served_within_25ms"] = st.ServedWithin100ms, st.ServedWithin25ms
+			inService = fmt.Sprintf("; the booking service answered %.1f%% within 25 ms, %.1f%% within 100 ms", 100*st.ServedWithin25ms, 100*st.ServedWithin100ms)
+		}
+		e.logf("search: %6.0f/s offered, %6.1f/s done: p50 %.1f ms, p99 %.1f ms, errors %.2f%%, load %.1f → %s%s",
+			rate, st.Search.Throughput, st.Search.P50Ms, st.Search.P99Ms, 100*st.ErrorRate, st.Load1, heldWord(st.Held), inService)
 		r.Figures[key+"_p99_ms"], r.Figures[key+"_p50_ms"] = st.Search.P99Ms, st.Search.P50Ms
 		r.Figures[key+"_done_per_s"], r.Figures[key+"_load_1m"] = st.Search.Throughput, st.Load1
 		if !st.Held {
@@ -407,6 +420,46 @@ func (e *Env) RunSearch(ctx context.Context, o Search) (*report.Report, error) {
 	return r, nil
 }
 
+// servedWithin reads the booking services' histogram of GET /v1/hotels
+// (bucket upper bound in seconds → count, summed over services and
+// status codes) and returns it minus before (nil: as it is).
+func (e *Env) servedWithin(ctx context.Context, t client.Targets, before map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	for _, region := range t.Regions {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.URL[region]+"/metrics", nil)
+		if err != nil {
+			return nil
+		}
+		resp, err := e.Client.HTTP.Do(req)
+		if err != nil {
+			return nil
+		}
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			if !strings.HasPrefix(line, "http_server_request_duration_seconds_bucket{") ||
+				!strings.Contains(line, `http_route="/v1/hotels"`) || !strings.Contains(line, `http_request_method="GET"`) {
+				continue
+			}
+			_, rest, ok := strings.Cut(line, `le="`)
+			le, rest, ok2 := strings.Cut(rest, `"`)
+			i := strings.LastIndexByte(rest, ' ')
+			if !ok || !ok2 || i < 0 {
+				continue
+			}
+			if v, err := strconv.ParseFloat(rest[i+1:], 64); err == nil {
+				out[le] += v
+			}
+		}
+		resp.Body.Close()
+	}
+	for k, v := range before {
+		out[k] -= v
+	}
+	return out
+}
+
 func heldWord(ok bool) string {
 	if ok {
 		return "held"
@@ -419,8 +472,12 @@ func stepTable(steps []StepResult, p99 float64) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "rate steps (objective p99 < %.0f ms): offered/s → done/s, p50, p99, errors, load average", p99)
 	for _, s := range steps {
-		fmt.Fprintf(&b, "; %.0f → %.1f, %.1f ms, %.1f ms, %.2f%%, %.1f (%s)", s.Rate, s.Search.Throughput, s.Search.P50Ms,
+		fmt.Fprintf(&b, "; %.0f → %.1f, %.1f ms, %.1f ms, %.2f%%, %.1f (%s", s.Rate, s.Search.Throughput, s.Search.P50Ms,
 			s.Search.P99Ms, 100*s.ErrorRate, s.Load1, heldWord(s.Held))
+		if s.ServedWithin100ms > 0 {
+			fmt.Fprintf(&b, "; the service answered %.1f%% within 100 ms", 100*s.ServedWithin100ms)
+		}
+		b.WriteString(")")
 	}
 	return b.String()
 }
