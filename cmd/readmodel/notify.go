@@ -19,14 +19,18 @@ import (
 
 // notifyConfig configures notifications and refunds.
 type notifyConfig struct {
-	Sender           string // dev | smtp | webhook | none
-	Dir              string // dev sender's directory
-	SMTPAddr         string
-	SMTPFrom         string
-	SMTPUser         string
-	SMTPPassword     string
-	WebhookURL       string
-	WebhookSecret    string
+	Sender        string // dev | smtp | webhook | none
+	Dir           string // dev sender's directory
+	SMTPAddr      string
+	SMTPFrom      string
+	SMTPUser      string
+	SMTPPassword  string
+	WebhookURL    string
+	WebhookSecret string
+	// Twilio sends SMS when its account is set (BERTH_TWILIO_*), in place
+	// of the webhook; FCM sends push when its project is set (BERTH_FCM_*).
+	Twilio           notify.TwilioConfig
+	FCM              notify.FCMConfig
 	ReminderInterval time.Duration
 	DispatchInterval time.Duration
 	// Wrap, when set, wraps each sender (tests count sends through it).
@@ -47,6 +51,24 @@ func loadNotifyConfig() (notifyConfig, error) {
 	c.SMTPPassword = config.Env("BERTH_SMTP_PASSWORD", "")
 	c.WebhookURL = config.Env("BERTH_NOTIFY_WEBHOOK_URL", "")
 	c.WebhookSecret = config.Env("BERTH_NOTIFY_WEBHOOK_SECRET", "")
+	c.Twilio = notify.TwilioConfig{
+		AccountSID: config.Env("BERTH_TWILIO_ACCOUNT_SID", ""), AuthToken: config.Env("BERTH_TWILIO_AUTH_TOKEN", ""),
+		APIKeySID: config.Env("BERTH_TWILIO_API_KEY_SID", ""), APIKeySecret: config.Env("BERTH_TWILIO_API_KEY_SECRET", ""),
+		From: config.Env("BERTH_TWILIO_FROM", ""), MessagingServiceSID: config.Env("BERTH_TWILIO_MESSAGING_SERVICE_SID", ""),
+		BaseURL: config.Env("BERTH_TWILIO_BASE_URL", ""),
+	}
+	if c.Twilio.AccountSID != "" {
+		if _, err := notify.NewTwilioSender(c.Twilio); err != nil {
+			errs.Add("BERTH_TWILIO_*: %v", err)
+		}
+	}
+	c.FCM = notify.FCMConfig{ProjectID: config.Env("BERTH_FCM_PROJECT_ID", ""), BaseURL: config.Env("BERTH_FCM_BASE_URL", "")}
+	if creds := config.Env("BERTH_FCM_CREDENTIALS_JSON", ""); creds != "" {
+		c.FCM.CredentialsJSON = []byte(creds)
+		if c.FCM.ProjectID == "" {
+			errs.Add("BERTH_FCM_PROJECT_ID: required with BERTH_FCM_CREDENTIALS_JSON")
+		}
+	}
 	c.ReminderInterval, err = config.Duration("BERTH_REMINDER_INTERVAL", 5*time.Minute)
 	errs.Check(err)
 	c.DispatchInterval = time.Second
@@ -67,9 +89,11 @@ func loadNotifyConfig() (notifyConfig, error) {
 }
 
 // senders builds the sender of each channel: dev writes files for every
-// channel; smtp sends e-mail (and SMS through the webhook when one is
-// configured); webhook sends every channel to the provider's endpoint.
-func (c notifyConfig) senders() map[string]notify.Sender {
+// channel; smtp sends e-mail (and SMS and push through the webhook when one
+// is configured); webhook sends every channel to the provider's endpoint.
+// Whatever the mode, SMS goes through Twilio when its account is set, and
+// push through FCM when its project is.
+func (c notifyConfig) senders(ctx context.Context) (map[string]notify.Sender, error) {
 	out := map[string]notify.Sender{}
 	var hook notify.Sender
 	if c.WebhookURL != "" {
@@ -79,6 +103,7 @@ func (c notifyConfig) senders() map[string]notify.Sender {
 	case "dev":
 		out[notify.ChannelEmail] = notify.FileSender{Dir: c.Dir}
 		out[notify.ChannelSMS] = notify.FileSender{Dir: c.Dir}
+		out[notify.ChannelPush] = notify.FileSender{Dir: c.Dir}
 	case "smtp":
 		var auth smtp.Auth
 		if c.SMTPUser != "" {
@@ -93,17 +118,31 @@ func (c notifyConfig) senders() map[string]notify.Sender {
 		}
 		out[notify.ChannelEmail] = notify.SMTPSender{Addr: c.SMTPAddr, From: c.SMTPFrom, Auth: auth}
 		if hook != nil {
-			out[notify.ChannelSMS] = hook
+			out[notify.ChannelSMS], out[notify.ChannelPush] = hook, hook
 		}
 	case "webhook":
-		out[notify.ChannelEmail], out[notify.ChannelSMS] = hook, hook
+		out[notify.ChannelEmail], out[notify.ChannelSMS], out[notify.ChannelPush] = hook, hook, hook
+	}
+	if c.Twilio.AccountSID != "" {
+		s, err := notify.NewTwilioSender(c.Twilio)
+		if err != nil {
+			return nil, err
+		}
+		out[notify.ChannelSMS] = s
+	}
+	if c.FCM.ProjectID != "" {
+		s, err := notify.NewFCMSender(ctx, c.FCM)
+		if err != nil {
+			return nil, err
+		}
+		out[notify.ChannelPush] = s
 	}
 	if c.Wrap != nil {
 		for ch, s := range out {
 			out[ch] = c.Wrap(s)
 		}
 	}
-	return out
+	return out, nil
 }
 
 // startNotifications starts, inside `readmodel serve`, the notification
@@ -124,7 +163,10 @@ func startNotifications(ctx context.Context, cfg serveConfig, db *postgres.DB, j
 	if cfg.Notify.Sender == "none" {
 		return nil
 	}
-	senders := cfg.Notify.senders()
+	senders, err := cfg.Notify.senders(ctx)
+	if err != nil {
+		return fmt.Errorf("notifications: %w", err)
+	}
 	if len(senders) == 0 {
 		return errors.New("notifications: no sender configured")
 	}

@@ -22,6 +22,8 @@ type holdAppointmentRequest struct {
 	// Where notifications go; optional, as for hotel reservations.
 	ContactEmail string `json:"contact_email,omitempty"`
 	ContactPhone string `json:"contact_phone,omitempty"`
+	// ContactPushToken is the patient app's device token for push (FCM).
+	ContactPushToken string `json:"contact_push_token,omitempty"`
 }
 
 // parseInstant reads an RFC 3339 instant.
@@ -98,8 +100,10 @@ func (s *Server) holdAppointment(w http.ResponseWriter, r *http.Request) error {
 	hr := appointment.HoldRequest{
 		AppointmentID: uuid.NewString(), ClinicID: clinicID, Actor: actorOf(p),
 		GuestID: text(&f, "guest_id", req.GuestID, 128), ContactEmail: req.ContactEmail, ContactPhone: req.ContactPhone,
+		ContactPushToken: req.ContactPushToken,
 	}
 	contactFields(&f, req.ContactEmail, req.ContactPhone)
+	pushTokenField(&f, req.ContactPushToken)
 	ch, err := holdChannel(&f, p, req.Channel)
 	if err != nil {
 		return err
@@ -275,4 +279,25 @@ func (s *Server) rescheduleAppointment(w http.ResponseWriter, r *http.Request) e
 	}
 	writeResponse(w, resp)
 	return nil
+}
+
+// pushTokenField checks the optional device token of an appointment: an FCM
+// registration token is some hundred characters of letters, digits and
+// ":_-."; anything else (spaces, other bytes, a kilobyte or more) is refused
+// before it reaches a provider.
+func pushTokenField(f *Fields, token string) {
+	if token == "" {
+		return
+	}
+	if len(token) > 1024 {
+		f.Add("contact_push_token", "at most 1024 characters")
+		return
+	}
+	for _, c := range token {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == ':' || c == '_' || c == '-' || c == '.'
+		if !ok {
+			f.Add("contact_push_token", "want a device token (letters, digits, ':', '_', '-', '.')")
+			return
+		}
+	}
 }

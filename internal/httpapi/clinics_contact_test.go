@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/berthhq/berth/internal/bookingtest"
@@ -23,18 +24,27 @@ func TestAppointmentContactFields(t *testing.T) {
 	if err != nil || r.Status != http.StatusBadRequest || r.Code() != "invalid_request" {
 		t.Fatalf("bad e-mail: %v %d %s", err, r.Status, r.Body)
 	}
+	for _, token := range []string{"has space", "semi;colon", strings.Repeat("a", 1025)} {
+		r, err = e.hold(ctx, clinicID, "pat", map[string]any{"guest_id": "pat", "slot_id": slots[0].ID, "contact_push_token": token})
+		if err != nil || r.Status != http.StatusBadRequest || r.Code() != "invalid_request" {
+			t.Fatalf("bad push token %.20q: %v %d %s", token, err, r.Status, r.Body)
+		}
+	}
+	const pushToken = "fcm:APA91bH-x_y.z0123456789"
 	r, err = e.hold(ctx, clinicID, "pat", map[string]any{"guest_id": "pat", "slot_id": slots[0].ID,
-		"contact_email": "pat@example.test", "contact_phone": "+49 30 1234567"})
+		"contact_email": "pat@example.test", "contact_phone": "+49 30 1234567", "contact_push_token": pushToken})
 	if err != nil || r.Status != http.StatusCreated {
 		t.Fatalf("hold: %v %d %s", err, r.Status, r.Body)
 	}
 	id := r.JSON()["appointment_id"].(string)
 	got := e.Do(bookingtest.Request{Method: "GET", Path: "/v1/clinics/" + clinicID + "/appointments/" + id, Token: e.guest("pat")})
-	if got.JSON()["contact_email"] != "pat@example.test" || got.JSON()["contact_phone"] != "+49 30 1234567" {
+	if got.JSON()["contact_email"] != "pat@example.test" || got.JSON()["contact_phone"] != "+49 30 1234567" ||
+		got.JSON()["contact_push_token"] != pushToken {
 		t.Fatalf("appointment without its contact: %s", got.Body)
 	}
 	if n := e.queryInt(`SELECT count(*) FROM outbox WHERE aggregate_id = $1 AND event_type = 'appointment.confirmed'
-		AND payload->>'contact_email' = 'pat@example.test' AND payload->>'contact_phone' = '+49 30 1234567'`, id); n != 1 {
+		AND payload->>'contact_email' = 'pat@example.test' AND payload->>'contact_phone' = '+49 30 1234567'
+		AND payload->>'contact_push_token' = $2`, id, pushToken); n != 1 {
 		t.Fatalf("%d confirmation events with the contact, want 1", n)
 	}
 }

@@ -78,6 +78,9 @@ func (n *Notifier) messagesFor(key, template string, it view.Item) []Message {
 	if it.ContactPhone != "" && n.senders[ChannelSMS] != nil {
 		out = append(out, Message{Key: key, Channel: ChannelSMS, Template: template, To: it.ContactPhone, Subject: subject, Body: body})
 	}
+	if it.ContactPushToken != "" && n.senders[ChannelPush] != nil {
+		out = append(out, Message{Key: key, Channel: ChannelPush, Template: template, To: it.ContactPushToken, Subject: subject, Body: body})
+	}
 	return out
 }
 

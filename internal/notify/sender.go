@@ -27,6 +27,8 @@ import (
 const (
 	ChannelEmail = "email"
 	ChannelSMS   = "sms"
+	// ChannelPush goes to the device token of an appointment's app.
+	ChannelPush = "push"
 )
 
 // Message is one message to one recipient on one channel.

@@ -17,7 +17,8 @@ import (
 
 const appointmentColumns = `appointment_id::TEXT, clinic_id::TEXT, doctor_id::TEXT, slot_id::TEXT, guest_id, starts_at, ends_at,
 	local_date, status, hold_expires_at, channel, created_by_subject, created_by_role, COALESCE(payment_ref, ''),
-	price_cents, COALESCE(currency, ''), version, created_at, updated_at, COALESCE(contact_email, ''), COALESCE(contact_phone, '')`
+	price_cents, COALESCE(currency, ''), version, created_at, updated_at, COALESCE(contact_email, ''), COALESCE(contact_phone, ''),
+	COALESCE(contact_push_token, '')`
 
 func scanAppointment(row pgx.Row) (appointment.Appointment, error) {
 	var (
@@ -27,7 +28,7 @@ func scanAppointment(row pgx.Row) (appointment.Appointment, error) {
 	)
 	err := row.Scan(&a.ID, &a.ClinicID, &a.DoctorID, &a.SlotID, &a.GuestID, &a.StartsAt, &a.EndsAt, &day, &status,
 		&a.HoldExpiresAt, &channel, &a.CreatedBy.Subject, &a.CreatedBy.Role, &a.PaymentRef,
-		&a.PriceCents, &a.Currency, &a.Version, &a.CreatedAt, &a.UpdatedAt, &a.ContactEmail, &a.ContactPhone)
+		&a.PriceCents, &a.Currency, &a.Version, &a.CreatedAt, &a.UpdatedAt, &a.ContactEmail, &a.ContactPhone, &a.ContactPushToken)
 	a.LocalDate, a.Status, a.Channel = appointment.DateOf(day), appointment.Status(status), appointment.Channel(channel)
 	a.StartsAt, a.EndsAt, a.CreatedAt, a.UpdatedAt = a.StartsAt.UTC(), a.EndsAt.UTC(), a.CreatedAt.UTC(), a.UpdatedAt.UTC()
 	if a.HoldExpiresAt != nil {
@@ -174,7 +175,7 @@ func (c *ClinicStore) Hold(ctx context.Context, req appointment.HoldRequest, ide
 			ID: req.AppointmentID, ClinicID: req.ClinicID, DoctorID: t.doctorID, SlotID: slotID, GuestID: req.GuestID,
 			StartsAt: t.startsAt, EndsAt: t.endsAt, LocalDate: appointment.DateOf(t.localDate), Status: status,
 			HoldExpiresAt: t.holdExpiresAt, Channel: req.Channel, CreatedBy: req.Actor,
-			ContactEmail: req.ContactEmail, ContactPhone: req.ContactPhone,
+			ContactEmail: req.ContactEmail, ContactPhone: req.ContactPhone, ContactPushToken: req.ContactPushToken,
 			Version: 1, CreatedAt: t.now, UpdatedAt: t.now,
 		}
 		if prepay {
@@ -195,11 +196,12 @@ func (c *ClinicStore) Hold(ctx context.Context, req appointment.HoldRequest, ide
 		}
 		b.Queue(`INSERT INTO appointments (clinic_id, appointment_id, home_region, doctor_id, slot_id, guest_id, starts_at,
 				ends_at, local_date, status, channel, created_by_subject, created_by_role, hold_expires_at, version, created_at, updated_at,
-				price_cents, currency, contact_email, contact_phone)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, 1, $15, $15, $16, NULLIF($17, ''), NULLIF($18, ''), NULLIF($19, ''))`,
+				price_cents, currency, contact_email, contact_phone, contact_push_token)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, 1, $15, $15, $16, NULLIF($17, ''), NULLIF($18, ''), NULLIF($19, ''),
+				NULLIF($20, ''))`,
 			a.ClinicID, a.ID, c.s.region, a.DoctorID, a.SlotID, a.GuestID, a.StartsAt, a.EndsAt, t.localDate,
 			string(a.Status), string(a.Channel), a.CreatedBy.Subject, a.CreatedBy.Role, a.HoldExpiresAt, a.CreatedAt,
-			a.PriceCents, a.Currency, a.ContactEmail, a.ContactPhone)
+			a.PriceCents, a.Currency, a.ContactEmail, a.ContactPhone, a.ContactPushToken)
 		au.add(slotID, a.ID, req.Actor, req.Channel, appointment.SlotOpen, status.SlotStatus())
 		au.flush(b)
 		typ := appointment.EventHeld

@@ -118,10 +118,10 @@ func (n *Notifications) Retry(ctx context.Context, key, channel string, giveUp b
 func (n *Notifications) DueReminders(ctx context.Context, limit int) ([]view.Item, error) {
 	rows, err := n.db.pool.Query(ctx, `
 		SELECT kind, partition_id, id, guest_id, status, start_at, end_at, sort_at, title,
-		       COALESCE(contact_email, ''), COALESCE(contact_phone, '')
+		       COALESCE(contact_email, ''), COALESCE(contact_phone, ''), COALESCE(contact_push_token, '')
 		FROM rm_reservations AS rm
 		WHERE status = 'confirmed' AND sort_at > now() AND sort_at <= now() + INTERVAL '24 hours'
-		  AND (contact_email IS NOT NULL OR contact_phone IS NOT NULL)
+		  AND (contact_email IS NOT NULL OR contact_phone IS NOT NULL OR contact_push_token IS NOT NULL)
 		  AND NOT EXISTS (SELECT 1 FROM notify_messages AS m
 		      WHERE m.message_key = 'reminder:' || rm.kind || ':' || rm.id || ':' || rm.start_at)
 		ORDER BY sort_at LIMIT $1`, limit)
@@ -133,7 +133,7 @@ func (n *Notifications) DueReminders(ctx context.Context, limit int) ([]view.Ite
 	for rows.Next() {
 		var it view.Item
 		if err := rows.Scan(&it.Kind, &it.PartitionID, &it.ID, &it.GuestID, &it.Status, &it.Start, &it.End, &it.SortAt, &it.Title,
-			&it.ContactEmail, &it.ContactPhone); err != nil {
+			&it.ContactEmail, &it.ContactPhone, &it.ContactPushToken); err != nil {
 			return nil, fmt.Errorf("scan reminders: %w", err)
 		}
 		items = append(items, it)

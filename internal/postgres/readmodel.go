@@ -25,19 +25,20 @@ func NewReadModel(db *DB) *ReadModel { return &ReadModel{db: db} }
 // newer version of it: an old event delivered late never wins.
 const upsertSQL = `
 INSERT INTO rm_reservations (kind, partition_id, id, guest_id, status, start_at, end_at, sort_at, title,
-    contact_email, contact_phone, version, updated_at, event_time)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULLIF($10, ''), NULLIF($11, ''), $12, $13, $14)
+    contact_email, contact_phone, version, updated_at, event_time, contact_push_token)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULLIF($10, ''), NULLIF($11, ''), $12, $13, $14, NULLIF($15, ''))
 ON CONFLICT (kind, partition_id, id) DO UPDATE SET
     guest_id = excluded.guest_id, status = excluded.status, start_at = excluded.start_at,
     end_at = excluded.end_at, sort_at = excluded.sort_at, title = excluded.title,
     contact_email = COALESCE(excluded.contact_email, rm_reservations.contact_email),
     contact_phone = COALESCE(excluded.contact_phone, rm_reservations.contact_phone),
+    contact_push_token = COALESCE(excluded.contact_push_token, rm_reservations.contact_push_token),
     version = excluded.version, updated_at = excluded.updated_at, event_time = excluded.event_time
 WHERE rm_reservations.version < excluded.version`
 
 func upsertArgs(it view.Item) []any {
 	return []any{it.Kind, it.PartitionID, it.ID, it.GuestID, it.Status, it.Start, it.End, it.SortAt, it.Title,
-		it.ContactEmail, it.ContactPhone, it.Version, it.UpdatedAt, it.EventTime}
+		it.ContactEmail, it.ContactPhone, it.Version, it.UpdatedAt, it.EventTime, it.ContactPushToken}
 }
 
 // applySQL records that a consumer applied an event and upserts the view

@@ -46,19 +46,21 @@ var viewSources = []viewSource{
 	{
 		kind: "clinic", table: "appointments",
 		query: `SELECT clinic_id::TEXT, appointment_id::TEXT, guest_id, status, starts_at, ends_at,
-			COALESCE(contact_email, ''), COALESCE(contact_phone, ''), version, updated_at
+			COALESCE(contact_email, ''), COALESCE(contact_phone, ''), version, updated_at, COALESCE(contact_push_token, '')
 			FROM appointments WHERE (clinic_id, appointment_id) > ($1::UUID, $2::UUID)
 			ORDER BY clinic_id, appointment_id LIMIT $3`,
 		scan: func(rows pgx.Rows) (view.Item, error) {
 			var (
-				pid, id, guest, status, email, phone string
-				starts, ends, updated                time.Time
-				version                              int64
+				pid, id, guest, status, email, phone, push string
+				starts, ends, updated                      time.Time
+				version                                    int64
 			)
-			if err := rows.Scan(&pid, &id, &guest, &status, &starts, &ends, &email, &phone, &version, &updated); err != nil {
+			if err := rows.Scan(&pid, &id, &guest, &status, &starts, &ends, &email, &phone, &version, &updated, &push); err != nil {
 				return view.Item{}, err
 			}
-			return view.ClinicItem(pid, id, guest, status, starts, ends, email, phone, version, updated), nil
+			it := view.ClinicItem(pid, id, guest, status, starts, ends, email, phone, version, updated)
+			it.ContactPushToken = push
+			return it, nil
 		},
 	},
 }

@@ -22,9 +22,12 @@ type Item struct {
 	Title        string
 	ContactEmail string
 	ContactPhone string
-	Version      int64
-	UpdatedAt    time.Time
-	EventTime    time.Time
+	// ContactPushToken is a device token for push notifications
+	// (appointments only).
+	ContactPushToken string
+	Version          int64
+	UpdatedAt        time.Time
+	EventTime        time.Time
 }
 
 // mapper turns an event's data into an item. Adding a kind of event is
@@ -178,16 +181,17 @@ func HotelItem(hotelID, id, guestID, status, checkIn, checkOut string, qty int, 
 }
 
 type clinicData struct {
-	ID           string    `json:"appointment_id"`
-	ClinicID     string    `json:"clinic_id"`
-	GuestID      string    `json:"guest_id"`
-	StartsAt     time.Time `json:"starts_at"`
-	EndsAt       time.Time `json:"ends_at"`
-	Status       string    `json:"status"`
-	ContactEmail string    `json:"contact_email"`
-	ContactPhone string    `json:"contact_phone"`
-	Version      int64     `json:"version"`
-	UpdatedAt    time.Time `json:"updated_at"`
+	ID               string    `json:"appointment_id"`
+	ClinicID         string    `json:"clinic_id"`
+	GuestID          string    `json:"guest_id"`
+	StartsAt         time.Time `json:"starts_at"`
+	EndsAt           time.Time `json:"ends_at"`
+	Status           string    `json:"status"`
+	ContactEmail     string    `json:"contact_email"`
+	ContactPhone     string    `json:"contact_phone"`
+	ContactPushToken string    `json:"contact_push_token"`
+	Version          int64     `json:"version"`
+	UpdatedAt        time.Time `json:"updated_at"`
 }
 
 func clinicAppointment(data json.RawMessage) (Item, error) {
@@ -198,7 +202,9 @@ func clinicAppointment(data json.RawMessage) (Item, error) {
 	if d.StartsAt.IsZero() {
 		return Item{}, fmt.Errorf("starts_at: missing")
 	}
-	return ClinicItem(d.ClinicID, d.ID, d.GuestID, d.Status, d.StartsAt, d.EndsAt, d.ContactEmail, d.ContactPhone, d.Version, d.UpdatedAt), nil
+	it := ClinicItem(d.ClinicID, d.ID, d.GuestID, d.Status, d.StartsAt, d.EndsAt, d.ContactEmail, d.ContactPhone, d.Version, d.UpdatedAt)
+	it.ContactPushToken = d.ContactPushToken
+	return it, nil
 }
 
 // ClinicItem builds the item of an appointment (see HotelItem).
