@@ -14,9 +14,42 @@ func newRoot() *cobra.Command {
 	root := &cobra.Command{Use: "loadtest", Short: "Berth's SRE loadtest suite", SilenceUsage: true, SilenceErrors: true,
 		Long: "Open-loop load against a running Berth platform (default: the routers in .local/env), with an\n" +
 			"invariant audit of the database at the end of every run, JSON and HTML reports, and SLOs."}
+	root.AddCommand(checkInMorningCmd())
 	root.AddCommand(flashSaleCmd(), hotelMixCmd(), baselineCmd(), regionMoveCmd(), soakCmd(), clinicOpeningCmd(),
 		compareCmd(), seedCmd(), strategiesCmd(), txcostCmd(), geoCmd(), originFollowCmd(), searchCmd())
 	return root
+}
+
+func checkInMorningCmd() *cobra.Command {
+	var (
+		c      common
+		o      scenario.CheckInMorning
+		defSLO = report.SLO{Ops: map[string]report.OpSLO{"check_in": {P99Ms: 500}}, MaxErrorRate: f64(0.01)}
+	)
+	cmd := &cobra.Command{Use: "check-in-morning", Short: "a hotel's arrivals checked in in parallel under overbooking; the desks walk the guests rooms ran out for",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			slo, err := c.slo(defSLO)
+			if err != nil {
+				return err
+			}
+			e, cleanup, err := c.env(cmd.Context(), cmd, true)
+			defer cleanup()
+			if err != nil {
+				return err
+			}
+			o.Load = c.load()
+			r, err := e.RunCheckInMorning(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			return c.conclude(cmd.OutOrStdout(), r, slo)
+		}}
+	c.register(cmd, 200, 5*time.Minute, 32)
+	cmd.Flags().IntVar(&o.Arrivals, "arrivals", 200, "confirmed arrivals today")
+	cmd.Flags().IntVar(&o.OverbookingPct, "overbooking-pct", 10, "overbooking of the standard rooms (arrivals = rooms × (100 + pct) / 100)")
+	cmd.Flags().StringVar(&o.Region, "home-region", "", "home region of the hotels (default: the first region)")
+	cmd.Flags().DurationVar(&o.SettleWait, "settle-wait", time.Minute, "how long to wait for the relocations (the saga) to settle")
+	return cmd
 }
 
 func flashSaleCmd() *cobra.Command {
