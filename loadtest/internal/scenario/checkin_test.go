@@ -17,8 +17,8 @@ import (
 // every standard room is checked in, the suites go as upgrades, the rest
 // are relocated to the sister hotel through the saga (run in-process: the
 // test server has no broker), and the audit — postgres.Verify, walks
-// included — passes. BERTH_CHECKIN_ARRIVALS sizes a longer run for the
-// report (docs/PERFORMANCE.md).
+// included — passes. BERTH_CHECKIN_ARRIVALS and BERTH_CHECKIN_RATE size a
+// longer run for the report (docs/PERFORMANCE.md).
 func TestCheckInMorningEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end")
@@ -26,6 +26,10 @@ func TestCheckInMorningEndToEnd(t *testing.T) {
 	arrivals := 66
 	if v, err := strconv.Atoi(os.Getenv("BERTH_CHECKIN_ARRIVALS")); err == nil && v > 0 {
 		arrivals = v
+	}
+	rate := 1000.0
+	if v, err := strconv.ParseFloat(os.Getenv("BERTH_CHECKIN_RATE"), 64); err == nil && v > 0 {
+		rate = v
 	}
 	env := bookingtest.Start(t, bookingtest.Options{})
 	tg, err := client.ParseTargets("us-east=" + env.URL)
@@ -45,7 +49,7 @@ func TestCheckInMorningEndToEnd(t *testing.T) {
 	t.Cleanup(pool.Close)
 	e := &Env{Client: cl, DB: pool, Store: env.DB, Log: io.Discard, Quiet: true}
 	r, err := e.RunCheckInMorning(context.Background(), CheckInMorning{Arrivals: arrivals, OverbookingPct: 10,
-		Load: Load{Rate: 1000, Workers: 16},
+		Load: Load{Rate: rate, Workers: 16},
 		Settle: func(ctx context.Context) error {
 			_, err := bookingtest.PumpWalks(ctx, env.DB, env.Store)
 			return err
