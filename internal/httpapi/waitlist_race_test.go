@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthhq/berth/internal/berth"
 	"github.com/berthhq/berth/internal/bookingtest"
 	"github.com/berthhq/berth/internal/dbtest"
 	"github.com/berthhq/berth/internal/events"
@@ -372,6 +373,70 @@ func TestWaitlistOfferLapsesToNextWaiter(t *testing.T) {
 	deliver(t, env, relayed(t, env))
 	if e2 := entry(2); e2["status"] != "waiting" {
 		t.Fatalf("the third waiter got the booked room: %v", e2)
+	}
+	assertWaitlistAudit(t, env, h.ID)
+}
+
+// An offer is a hold and counts toward the per-guest limits: a waiter whose
+// guest is at the hold limit is passed over (keeps their place) and the room
+// goes to the next waiter; the audit's FIFO check accepts that. A cancelled
+// offer declines its entry and passes the room on.
+func TestWaitlistOfferRespectsGuestLimits(t *testing.T) {
+	t.Parallel()
+	env := bookingtest.Start(t, bookingtest.Options{GuestLimits: berth.GuestLimits{Holds: 1, Quantity: 50}})
+	h := env.SeedHotel("", 2, 0, bookingtest.Date(29), bookingtest.Date(40))
+	in, out := bookingtest.Date(30), bookingtest.Date(32)
+	hold := func(g, ci, co string) bookingtest.Response {
+		r := env.Do(bookingtest.Request{Method: "POST", Path: "/v1/hotels/" + h.ID + "/reservations", Token: env.Token(g, "guest"),
+			IdemKey: bookingtest.NewKey(), Body: map[string]any{"guest_id": g, "room_type_id": h.RoomTypeID, "check_in": ci, "check_out": co, "quantity": 1}})
+		if r.Status != http.StatusCreated {
+			t.Fatalf("hold of %s: %d %s", g, r.Status, r.Body)
+		}
+		return r
+	}
+	first := hold("a", in, out)
+	hold("w0", bookingtest.Date(34), bookingtest.Date(35)) // w0 is at the hold limit
+	hold("b", in, out)                                     // the stay is sold out
+	var entries []string
+	for _, g := range []string{"w0", "w1", "w2"} {
+		r := join(env, h, g, in, out)
+		if r.Status != http.StatusCreated {
+			t.Fatalf("join %s: %d %s", g, r.Status, r.Body)
+		}
+		entries = append(entries, r.JSON()["entry_id"].(string))
+	}
+	status := func(i int) map[string]any {
+		r := env.Do(bookingtest.Request{Method: "GET", Path: "/v1/hotels/" + h.ID + "/waitlist/" + entries[i], Token: env.Admin()})
+		return r.JSON()
+	}
+	cancel := func(resID, g string) {
+		if r := env.Do(bookingtest.Request{Method: "POST", Path: "/v1/hotels/" + h.ID + "/reservations/" + resID + "/cancel",
+			Token: env.Token(g, "guest"), IdemKey: bookingtest.NewKey()}); r.Status != http.StatusOK {
+			t.Fatalf("cancel: %d %s", r.Status, r.Body)
+		}
+		deliver(t, env, relayed(t, env))
+	}
+	cancel(first.JSON()["reservation_id"].(string), "a")
+	if s := status(0); s["status"] != "waiting" || s["position"] != float64(1) {
+		t.Fatalf("the waiter at the limit: %v", s)
+	}
+	s1 := status(1)
+	if s1["status"] != "offered" {
+		t.Fatalf("the next waiter: %v", s1)
+	}
+	assertWaitlistAudit(t, env, h.ID)
+
+	// The offered guest declines: the room passes on — past w0, still at
+	// the limit — to w2.
+	cancel(s1["offer"].(map[string]any)["reservation_id"].(string), "w1")
+	if s := status(1); s["status"] != "declined" {
+		t.Fatalf("a cancelled offer's entry: %v", s)
+	}
+	if s := status(2); s["status"] != "offered" {
+		t.Fatalf("the third waiter after the decline: %v", s)
+	}
+	if s := status(0); s["status"] != "waiting" {
+		t.Fatalf("the waiter at the limit: %v", s)
 	}
 	assertWaitlistAudit(t, env, h.ID)
 }

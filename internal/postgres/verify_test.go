@@ -8,6 +8,9 @@ import (
 	"github.com/berthhq/berth/internal/bookingtest"
 	"github.com/berthhq/berth/internal/dbtest"
 	"github.com/berthhq/berth/internal/postgres"
+	"github.com/berthhq/berth/internal/reservation"
+	"github.com/berthhq/berth/internal/waitlist"
+	"github.com/google/uuid"
 )
 
 func violations(t *testing.T, db *postgres.DB, o postgres.VerifyOptions) map[string]int {
@@ -121,6 +124,63 @@ func TestVerifyFindsPlantedRoomViolations(t *testing.T) {
 	got := violations(t, env.DB, postgres.VerifyOptions{})
 	for name, want := range map[string]int{"room_night_single_use": 1, "room_assignments_match_stays": 2,
 		"stays_have_rooms": 1, "out_of_order_counted": 1} {
+		if got[name] != want {
+			t.Errorf("%s: %d violations, want %d (all: %v)", name, got[name], want, got)
+		}
+	}
+}
+
+// The waitlist checks find an offered entry whose hold is gone and an offer
+// made past earlier waiters of the line.
+func TestVerifyFindsPlantedWaitlistViolations(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := bookingtest.Start(t, bookingtest.Options{})
+	h := env.SeedHotel("", 1, 0, bookingtest.Date(1), bookingtest.Date(20))
+	in, out := bookingtest.Date(3), bookingtest.Date(5)
+	r := env.Do(bookingtest.Request{Method: "POST", Path: "/v1/hotels/" + h.ID + "/reservations", Token: env.Token("a", "guest"),
+		IdemKey: bookingtest.NewKey(), Body: map[string]any{"guest_id": "a", "room_type_id": h.RoomTypeID, "check_in": in, "check_out": out, "quantity": 1}})
+	if r.Status != 201 {
+		t.Fatalf("hold: %d %s", r.Status, r.Body)
+	}
+	held := r.JSON()["reservation_id"].(string)
+	var entries []string
+	for _, g := range []string{"w0", "w1", "w2"} {
+		r := env.Do(bookingtest.Request{Method: "POST", Path: "/v1/hotels/" + h.ID + "/waitlist", Token: env.Token(g, "guest"),
+			IdemKey: bookingtest.NewKey(), Body: map[string]any{"guest_id": g, "room_type_id": h.RoomTypeID, "check_in": in, "check_out": out}})
+		if r.Status != 201 {
+			t.Fatalf("join: %d %s", r.Status, r.Body)
+		}
+		entries = append(entries, r.JSON()["entry_id"].(string))
+	}
+	if r := env.Do(bookingtest.Request{Method: "POST", Path: "/v1/hotels/" + h.ID + "/reservations/" + held + "/cancel",
+		Token: env.Token("a", "guest"), IdemKey: bookingtest.NewKey()}); r.Status != 200 {
+		t.Fatalf("cancel: %d %s", r.Status, r.Body)
+	}
+	d3, err := reservation.ParseDate(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	offered, err := env.Store.OfferFreed(ctx, uuid.NewString(), waitlist.Free{HotelID: h.ID, RoomTypeID: h.RoomTypeID,
+		Nights: []reservation.Date{d3, d3.AddDays(1)}})
+	if err != nil || len(offered) != 1 || offered[0].ID != entries[0] {
+		t.Fatalf("offer: %v %v", offered, err)
+	}
+	if v := violations(t, env.DB, postgres.VerifyOptions{}); len(v) != 0 {
+		t.Fatalf("a consistent database has violations: %v", v)
+	}
+	for _, stmt := range []string{
+		// The first waiter moved to the back of the line: offered past two.
+		`UPDATE waitlist_entries SET seq = seq + 100 WHERE entry_id = '` + entries[0] + `'`,
+		// Its offer's hold gone behind the application's back.
+		`UPDATE reservations SET status = 'cancelled' WHERE reservation_id = '` + offered[0].Offer.ReservationID + `'`,
+	} {
+		if _, err := dbtest.SQL(env.DB).Exec(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := violations(t, env.DB, postgres.VerifyOptions{})
+	for name, want := range map[string]int{"waitlist_fifo": 2, "waitlist_offer_holds": 1} {
 		if got[name] != want {
 			t.Errorf("%s: %d violations, want %d (all: %v)", name, got[name], want, got)
 		}
