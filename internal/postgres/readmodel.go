@@ -55,15 +55,16 @@ WITH mark AS (
     RETURNING 1
 ), up AS (
     INSERT INTO rm_reservations (kind, partition_id, id, guest_id, status, start_at, end_at, sort_at, title,
-        contact_email, contact_phone, version, updated_at, event_time)
+        contact_email, contact_phone, version, updated_at, event_time, contact_push_token)
     SELECT $3::TEXT, $4::TEXT, $5::TEXT, $6::TEXT, $7::TEXT, $8::TEXT, $9::TEXT, $10::TIMESTAMPTZ, $11::TEXT,
-        NULLIF($12::TEXT, ''), NULLIF($13::TEXT, ''), $14::INT8, $15::TIMESTAMPTZ, $16::TIMESTAMPTZ
+        NULLIF($12::TEXT, ''), NULLIF($13::TEXT, ''), $14::INT8, $15::TIMESTAMPTZ, $16::TIMESTAMPTZ, NULLIF($17::TEXT, '')
     FROM mark
     ON CONFLICT (kind, partition_id, id) DO UPDATE SET
         guest_id = excluded.guest_id, status = excluded.status, start_at = excluded.start_at,
         end_at = excluded.end_at, sort_at = excluded.sort_at, title = excluded.title,
         contact_email = COALESCE(excluded.contact_email, rm_reservations.contact_email),
         contact_phone = COALESCE(excluded.contact_phone, rm_reservations.contact_phone),
+        contact_push_token = COALESCE(excluded.contact_push_token, rm_reservations.contact_push_token),
         version = excluded.version, updated_at = excluded.updated_at, event_time = excluded.event_time
     WHERE rm_reservations.version < excluded.version
     RETURNING 1
