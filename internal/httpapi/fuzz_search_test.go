@@ -19,7 +19,7 @@ import (
 type emptyCatalog struct{}
 
 func (emptyCatalog) ScanCatalog(context.Context, func([]reservation.Hotel) error) error { return nil }
-func (emptyCatalog) ScanInventory(context.Context, reservation.Date, func(reservation.InventoryChange) error) error {
+func (emptyCatalog) ScanInventory(context.Context, reservation.Date, func(reservation.RoomNights) error) error {
 	return nil
 }
 

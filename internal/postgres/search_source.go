@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/berthhq/berth/internal/reservation"
 	"github.com/jackc/pgx/v5"
@@ -57,73 +56,63 @@ func (s *Store) ScanCatalog(ctx context.Context, fn func([]reservation.Hotel) er
 // ScanInventory calls fn with the nights from `from` on of every room type
 // of every region, one room type at a time: the availability snapshot of a
 // search index build.
-func (s *Store) ScanInventory(ctx context.Context, from reservation.Date, fn func(reservation.InventoryChange) error) error {
+//
+// The nights are aggregated per room type in the database (three arrays
+// over the horizon, in the primary key's order) and read in keyset pages of
+// room types: one row per room type instead of one per night, so a
+// snapshot of millions of nights is a few hundred round trips of compact
+// binary arrays rather than millions of rows with a date each. Pages are
+// not one transaction: every night carries its version and the index
+// merges by it, so a night changed between two pages is either read new
+// here or arrives by its event — never lost, never set back.
+func (s *Store) ScanInventory(ctx context.Context, from reservation.Date, fn func(reservation.RoomNights) error) error {
+	const page = 2000
 	afterH, afterR := zeroUUIDText, zeroUUIDText
 	for {
+		// A page of room types by their primary key, each with its nights
+		// gathered by a lateral look-up in room_inventory's primary key: an
+		// index range per room type, never a scan of the whole table.
 		rows, err := s.db.pool.Query(ctx,
-			`SELECT hotel_id::TEXT, room_type_id::TEXT FROM room_types
-			 WHERE (hotel_id, room_type_id) > ($1::UUID, $2::UUID)
-			 ORDER BY hotel_id, room_type_id LIMIT 200`, afterH, afterR)
+			`SELECT rt.hotel_id::TEXT, rt.room_type_id::TEXT, n.offsets, n.available, n.versions
+			 FROM room_types rt, LATERAL (
+			   SELECT array_agg((i.night - $3::DATE)::INT4 ORDER BY i.night) AS offsets,
+			          array_agg(GREATEST(i.sell_limit - i.reserved, 0)::INT4 ORDER BY i.night) AS available,
+			          array_agg(i.version::INT8 ORDER BY i.night) AS versions
+			   FROM room_inventory i
+			   WHERE i.hotel_id = rt.hotel_id AND i.room_type_id = rt.room_type_id AND i.night >= $3::DATE) AS n
+			 WHERE (rt.hotel_id, rt.room_type_id) > ($1::UUID, $2::UUID)
+			 ORDER BY rt.hotel_id, rt.room_type_id LIMIT $4`, afterH, afterR, from.Time(), page)
 		if err != nil {
 			return classify(fmt.Errorf("scan inventory: %w", err))
 		}
-		var list []reservation.InventoryChange
-		byRoom := map[string]int{}
+		n := 0
 		for rows.Next() {
-			var c reservation.InventoryChange
-			if err := rows.Scan(&c.HotelID, &c.RoomTypeID); err != nil {
+			var c reservation.RoomNights
+			if err := rows.Scan(&c.HotelID, &c.RoomTypeID, &c.Offsets, &c.Available, &c.Versions); err != nil {
 				rows.Close()
 				return classify(fmt.Errorf("scan inventory: %w", err))
 			}
-			byRoom[c.RoomTypeID] = len(list)
-			list = append(list, c)
+			if len(c.Offsets) != len(c.Available) || len(c.Offsets) != len(c.Versions) {
+				rows.Close()
+				return fmt.Errorf("scan inventory: room type %s: arrays of different lengths", c.RoomTypeID)
+			}
+			afterH, afterR = c.HotelID, c.RoomTypeID
+			n++
+			if len(c.Offsets) == 0 {
+				continue // no nights from `from` on (the arrays are NULL)
+			}
+			if err := fn(c); err != nil {
+				rows.Close()
+				return err
+			}
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
 			return classify(fmt.Errorf("scan inventory: %w", err))
 		}
-		if len(list) == 0 {
+		if n < page {
 			return nil
 		}
-		hotels, rooms := make([]string, len(list)), make([]string, len(list))
-		for i, c := range list {
-			hotels[i], rooms[i] = c.HotelID, c.RoomTypeID
-		}
-		rows, err = s.db.pool.Query(ctx,
-			`SELECT i.room_type_id::TEXT, i.night, GREATEST(i.sell_limit - i.reserved, 0), i.version
-			 FROM unnest($1::UUID[], $2::UUID[]) AS rt(h, r)
-			 JOIN room_inventory i ON i.hotel_id = rt.h AND i.room_type_id = rt.r AND i.night >= $3
-			 ORDER BY i.hotel_id, i.room_type_id, i.night`, hotels, rooms, from.Time())
-		if err != nil {
-			return classify(fmt.Errorf("scan inventory: %w", err))
-		}
-		for rows.Next() {
-			var (
-				r     string
-				night time.Time
-				avail int32
-				ver   int64
-			)
-			if err := rows.Scan(&r, &night, &avail, &ver); err != nil {
-				rows.Close()
-				return classify(fmt.Errorf("scan inventory: %w", err))
-			}
-			c := &list[byRoom[r]]
-			c.Nights = append(c.Nights, reservation.NightCount{Night: reservation.DateOf(night).String(), Available: int(avail), Version: ver})
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return classify(fmt.Errorf("scan inventory: %w", err))
-		}
-		for _, c := range list {
-			if len(c.Nights) > 0 {
-				if err := fn(c); err != nil {
-					return err
-				}
-			}
-		}
-		last := list[len(list)-1]
-		afterH, afterR = last.HotelID, last.RoomTypeID
 	}
 }
 

@@ -94,3 +94,16 @@ type HotelPatch struct {
 	// Chain sets the chain ("" removes it).
 	Chain *string
 }
+
+// RoomNights is what is left of a room type's nights in a snapshot read, in
+// columns rather than one value per night: night i is Offsets[i] days after
+// the first night asked for, with Available[i] left (never below zero) and
+// Versions[i] its version. A snapshot of millions of nights is read as one
+// such value per room type, without a date text or an allocation per night.
+type RoomNights struct {
+	HotelID    string
+	RoomTypeID string
+	Offsets    []int32
+	Available  []int32
+	Versions   []int64
+}

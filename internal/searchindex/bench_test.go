@@ -52,13 +52,15 @@ func (m memSource) ScanCatalog(_ context.Context, fn func([]reservation.Hotel) e
 	return nil
 }
 
-func (m memSource) ScanInventory(_ context.Context, from reservation.Date, fn func(reservation.InventoryChange) error) error {
+func (m memSource) ScanInventory(_ context.Context, _ reservation.Date, fn func(reservation.RoomNights) error) error {
 	for i := range m.n {
 		h := m.hotel(i)
 		for _, rt := range h.RoomTypes {
-			c := reservation.InventoryChange{HotelID: h.ID, RoomTypeID: rt.ID}
+			c := reservation.RoomNights{HotelID: h.ID, RoomTypeID: rt.ID}
 			for d := range m.nights {
-				c.Nights = append(c.Nights, reservation.NightCount{Night: from.AddDays(d).String(), Available: (i + d) % 4, Version: 1})
+				c.Offsets = append(c.Offsets, int32(d))
+				c.Available = append(c.Available, int32((i+d)%4))
+				c.Versions = append(c.Versions, 1)
 			}
 			if err := fn(c); err != nil {
 				return err

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/berthhq/berth/internal/reservation"
 	"github.com/blevesearch/bleve/v2"
+	"golang.org/x/sync/errgroup"
 )
 
 // Source is the snapshot a build starts from: the catalog and the
@@ -19,7 +21,7 @@ type Source interface {
 	ScanCatalog(ctx context.Context, fn func([]reservation.Hotel) error) error
 	// ScanInventory calls fn with the nights from `from` on of one room type
 	// at a time (with each night's version).
-	ScanInventory(ctx context.Context, from reservation.Date, fn func(c reservation.InventoryChange) error) error
+	ScanInventory(ctx context.Context, from reservation.Date, fn func(reservation.RoomNights) error) error
 }
 
 // Progress says where a build is.
@@ -108,46 +110,108 @@ func (x *Index) build(ctx context.Context, src Source) (err error) {
 	x.next = g
 	x.mu.Unlock()
 
-	if err := src.ScanCatalog(ctx, func(hs []reservation.Hotel) error {
-		for i := range hs {
-			h := hs[i]
-			if h.Amenities == nil {
-				h.Amenities = []string{}
+	// The three parts of a build overlap: the catalog is read page by page
+	// and each page is indexed by a second goroutine while the next is read,
+	// and the inventory is read at the same time on its own connection
+	// (the summary is apart from the bleve index). Reading waits on the
+	// database most of the time, so indexing and reading share the time
+	// rather than add up.
+	var (
+		pages    = make(chan []*reservation.Hotel, 4)
+		reading  sync.WaitGroup
+		all      int
+		progress sync.Mutex // orders set() calls of the goroutines
+	)
+	update := func(f func(p *Progress)) {
+		progress.Lock()
+		defer progress.Unlock()
+		set(f)
+	}
+	eg, ectx := errgroup.WithContext(ctx)
+	reading.Add(2)
+	eg.Go(func() error {
+		defer reading.Done()
+		defer close(pages)
+		err := src.ScanCatalog(ectx, func(hs []reservation.Hotel) error {
+			page := make([]*reservation.Hotel, 0, len(hs))
+			for i := range hs {
+				h := hs[i]
+				if h.Amenities == nil {
+					h.Amenities = []string{}
+				}
+				x.cat.apply(&h)
+				page = append(page, &hs[i])
 			}
-			x.cat.apply(&h)
+			update(func(p *Progress) { p.Hotels += len(hs); p.Total += len(hs) })
+			select {
+			case pages <- page:
+				return nil
+			case <-ectx.Done():
+				return ectx.Err()
+			}
+		})
+		if err != nil {
+			return fmt.Errorf("search build: catalog snapshot: %w", err)
 		}
-		set(func(p *Progress) { p.Hotels += len(hs) })
 		return nil
-	}); err != nil {
-		return fmt.Errorf("search build: catalog snapshot: %w", err)
-	}
-	// Past nights are of no use to a search.
-	if err := src.ScanInventory(ctx, today().AddDays(-1), func(c reservation.InventoryChange) error {
-		if _, err := x.sum.apply(c.RoomTypeID, c.Nights); err != nil {
-			return err
+	})
+	eg.Go(func() error {
+		defer reading.Done()
+		// Past nights are of no use to a search.
+		from := today().AddDays(-1)
+		err := src.ScanInventory(ectx, from, func(rn reservation.RoomNights) error {
+			if _, err := x.sum.applySnapshot(dayNumber(from), rn); err != nil {
+				return err
+			}
+			update(func(p *Progress) { p.Nights += len(rn.Offsets) })
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("search build: inventory snapshot: %w", err)
 		}
-		set(func(p *Progress) { p.Nights += len(c.Nights) })
 		return nil
-	}); err != nil {
-		return fmt.Errorf("search build: inventory snapshot: %w", err)
-	}
-
-	all := x.cat.all()
-	set(func(p *Progress) { p.State, p.Total = "indexing", len(all) })
-	const batch = 5000
-	for i := 0; i < len(all); i += batch {
-		if err := ctx.Err(); err != nil {
+	})
+	eg.Go(func() error {
+		// "indexing" once the snapshot is read: what is left is the index.
+		reading.Wait()
+		if ectx.Err() == nil {
+			update(func(p *Progress) { p.State = "indexing" })
+		}
+		return nil
+	})
+	eg.Go(func() error {
+		const batch = 5000
+		var pending []*reservation.Hotel
+		flush := func() error {
+			// Read the newest state of each hotel at indexing time: an
+			// event applied since its page was read wins.
+			for i, h := range pending {
+				pending[i] = x.cat.get(h.ID)
+			}
+			if err := g.put(pending); err != nil {
+				return err
+			}
+			all += len(pending)
+			n := len(pending)
+			update(func(p *Progress) { p.Indexed += n })
+			pending = pending[:0]
+			return nil
+		}
+		for page := range pages {
+			pending = append(pending, page...)
+			if len(pending) >= batch {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		}
+		if err := ectx.Err(); err != nil {
 			return err
 		}
-		// Read the newest state of each hotel at indexing time.
-		page := make([]*reservation.Hotel, 0, batch)
-		for _, h := range all[i:min(i+batch, len(all))] {
-			page = append(page, x.cat.get(h.ID))
-		}
-		if err := g.put(page); err != nil {
-			return err
-		}
-		set(func(p *Progress) { p.Indexed += len(page) })
+		return flush()
+	})
+	if err := eg.Wait(); err != nil {
+		return err
 	}
 
 	set(func(p *Progress) { p.State = "swapping" })
@@ -169,6 +233,6 @@ func (x *Index) build(ctx context.Context, src Source) (err error) {
 		}
 	}
 	set(func(p *Progress) { p.State, p.FinishedAt = "done", time.Now().UTC() })
-	x.log.Info("search index built", "generation", g.id, "hotels", len(all), "took", time.Since(p.StartedAt).String())
+	x.log.Info("search index built", "generation", g.id, "hotels", all, "took", time.Since(p.StartedAt).String())
 	return nil
 }

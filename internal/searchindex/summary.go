@@ -39,31 +39,65 @@ func dayNumber(d reservation.Date) int32 {
 	return int32(d.Time().Unix() / 86400)
 }
 
+// parsed is one night to merge: its day number, what is left and its
+// version plus one.
+type parsed struct {
+	day   int32
+	avail int32
+	ver   uint32
+}
+
 // apply merges nights of a room type, keeping each night's newest version.
 func (s *summary) apply(roomTypeID string, counts []reservation.NightCount) (int, error) {
-	type parsed struct {
-		day   int32
-		avail int32
-		ver   uint32
-	}
 	ps := make([]parsed, 0, len(counts))
 	for _, c := range counts {
 		d, err := reservation.ParseDate(c.Night)
 		if err != nil {
 			return 0, fmt.Errorf("night %q: %w", c.Night, err)
 		}
-		if c.Version < 0 || c.Version >= 1<<32-1 {
-			return 0, fmt.Errorf("night %s: version %d out of range", c.Night, c.Version)
+		p, err := night(dayNumber(d), c.Available, c.Version)
+		if err != nil {
+			return 0, fmt.Errorf("night %s: %w", c.Night, err)
 		}
-		ps = append(ps, parsed{dayNumber(d), int32(max(c.Available, 0)), uint32(c.Version) + 1})
+		ps = append(ps, p)
 	}
+	return s.merge(roomTypeID, ps), nil
+}
+
+// applySnapshot merges a room type's nights as a snapshot read them
+// (columns, days counted from the day numbered from): the same merge by
+// version as apply, without a date text per night.
+func (s *summary) applySnapshot(from int32, rn reservation.RoomNights) (int, error) {
+	if len(rn.Offsets) != len(rn.Available) || len(rn.Offsets) != len(rn.Versions) {
+		return 0, fmt.Errorf("room type %s: %d nights, %d counts, %d versions", rn.RoomTypeID, len(rn.Offsets), len(rn.Available), len(rn.Versions))
+	}
+	ps := make([]parsed, len(rn.Offsets))
+	for i, off := range rn.Offsets {
+		p, err := night(from+off, int(rn.Available[i]), rn.Versions[i])
+		if err != nil {
+			return 0, fmt.Errorf("room type %s, night +%d: %w", rn.RoomTypeID, off, err)
+		}
+		ps[i] = p
+	}
+	return s.merge(rn.RoomTypeID, ps), nil
+}
+
+func night(day int32, avail int, version int64) (parsed, error) {
+	if version < 0 || version >= 1<<32-1 {
+		return parsed{}, fmt.Errorf("version %d out of range", version)
+	}
+	return parsed{day, int32(max(avail, 0)), uint32(version) + 1}, nil
+}
+
+// merge keeps each night's newest version.
+func (s *summary) merge(roomTypeID string, ps []parsed) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := s.rooms[roomTypeID]
 	changed := 0
 	for _, p := range ps {
 		if n == nil {
-			n = &nights{first: p.day}
+			n = &nights{first: p.day, s: make([]slot, 0, len(ps))}
 			s.rooms[roomTypeID] = n
 		}
 		i := int(p.day - n.first)
@@ -88,7 +122,7 @@ func (s *summary) apply(roomTypeID string, counts []reservation.NightCount) (int
 		n.s[i] = slot{avail: p.avail, ver: p.ver}
 		changed++
 	}
-	return changed, nil
+	return changed
 }
 
 // minFree returns the least left over the nights [from, to) of a room type;
