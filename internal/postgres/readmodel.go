@@ -47,7 +47,9 @@ func upsertArgs(it view.Item) []any {
 // part of what each hold costs the platform, docs/PERFORMANCE.md). The
 // upsert reads its row from mark, so a duplicate event (mark empty)
 // changes nothing; the casts type the parameters that INSERT … SELECT
-// cannot take from the columns.
+// cannot take from the columns. Its columns are upsertSQL's, in the same
+// order (upsertArgs feeds both; TestReadModelApplyOnce fails when they
+// drift apart).
 const applySQL = `
 WITH mark AS (
     INSERT INTO rm_processed_events (consumer, event_id) VALUES ($1, $2)
