@@ -16,7 +16,7 @@ func newRoot() *cobra.Command {
 			"invariant audit of the database at the end of every run, JSON and HTML reports, and SLOs."}
 	root.AddCommand(checkInMorningCmd())
 	root.AddCommand(flashSaleCmd(), hotelMixCmd(), baselineCmd(), regionMoveCmd(), soakCmd(), clinicOpeningCmd(),
-		compareCmd(), seedCmd(), strategiesCmd(), txcostCmd(), geoCmd(), originFollowCmd(), searchCmd())
+		compareCmd(), seedCmd(), strategiesCmd(), txcostCmd(), geoCmd(), originFollowCmd(), searchCmd(), searchBuildCmd())
 	return root
 }
 
