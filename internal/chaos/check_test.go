@@ -42,25 +42,32 @@ type bookingAudit struct {
 
 type resRow struct{ id, status string }
 
-func auditBookings(ctx context.Context, db *postgres.DB, chains []*chain) (bookingAudit, error) {
-	var a bookingAudit
-	rows, err := dbtest.SQL(db).Query(ctx, `SELECT guest_id, reservation_id::TEXT, status FROM reservations WHERE guest_id LIKE 'chaos-%'`)
+// rowsByGuest runs query, which selects (guest, id, status), and groups the
+// rows by guest: the audits of reservations and of appointments read the
+// database the same way.
+func rowsByGuest(ctx context.Context, db *postgres.DB, query string) (map[string][]resRow, error) {
+	rows, err := dbtest.SQL(db).Query(ctx, query)
 	if err != nil {
-		return a, fmt.Errorf("read reservations: %w", err)
+		return nil, err
 	}
+	defer rows.Close()
 	byGuest := map[string][]resRow{}
 	for rows.Next() {
 		var g string
 		var r resRow
 		if err := rows.Scan(&g, &r.id, &r.status); err != nil {
-			rows.Close()
-			return a, err
+			return nil, err
 		}
 		byGuest[g] = append(byGuest[g], r)
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return a, err
+	return byGuest, rows.Err()
+}
+
+func auditBookings(ctx context.Context, db *postgres.DB, chains []*chain) (bookingAudit, error) {
+	var a bookingAudit
+	byGuest, err := rowsByGuest(ctx, db, `SELECT guest_id, reservation_id::TEXT, status FROM reservations WHERE guest_id LIKE 'chaos-%'`)
+	if err != nil {
+		return a, fmt.Errorf("read reservations: %w", err)
 	}
 	example := func(format string, args ...any) {
 		if len(a.Examples) < 10 {

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/berthhq/berth/internal/berth"
-	"github.com/berthhq/berth/internal/dbtest"
 	"github.com/berthhq/berth/internal/postgres"
 	"github.com/google/uuid"
 )
@@ -214,23 +213,9 @@ type visitAudit struct {
 
 func auditVisits(ctx context.Context, db *postgres.DB, visits []*visit) (visitAudit, error) {
 	var a visitAudit
-	rows, err := dbtest.SQL(db).Query(ctx, `SELECT guest_id, appointment_id::TEXT, status FROM appointments WHERE guest_id LIKE 'chaos-c-%'`)
+	byGuest, err := rowsByGuest(ctx, db, `SELECT guest_id, appointment_id::TEXT, status FROM appointments WHERE guest_id LIKE 'chaos-c-%'`)
 	if err != nil {
 		return a, fmt.Errorf("read appointments: %w", err)
-	}
-	byGuest := map[string][]resRow{}
-	for rows.Next() {
-		var g string
-		var r resRow
-		if err := rows.Scan(&g, &r.id, &r.status); err != nil {
-			rows.Close()
-			return a, err
-		}
-		byGuest[g] = append(byGuest[g], r)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return a, err
 	}
 	example := func(format string, args ...any) {
 		if len(a.Examples) < 10 {
