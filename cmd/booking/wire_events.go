@@ -24,7 +24,9 @@ import (
 // consumer and its waitlist consumer (freed rooms to the first waiters); when BERTH_WEBHOOK_SECRET is set, the payment webhook.
 //
 // Environment: BERTH_NATS_URL, BERTH_OUTBOX_RETENTION (72h),
-// BERTH_RELAY_BATCH (500), BERTH_RELAY_POLL (50ms), BERTH_WEBHOOK_SECRET.
+// BERTH_RELAY_BATCH (500), BERTH_RELAY_POLL (50ms), BERTH_WEBHOOK_SECRET,
+// BERTH_WALK_RESUME_AFTER (5m: a relocation left walking that long has its
+// request sent again; the job runs that often, at most every minute).
 func wireEvents(ctx context.Context, w *wiring) error {
 	var errs config.Errors
 	retention, err := config.Duration("BERTH_OUTBOX_RETENTION", 72*time.Hour)
@@ -33,6 +35,11 @@ func wireEvents(ctx context.Context, w *wiring) error {
 	errs.Check(err)
 	poll, err := config.Duration("BERTH_RELAY_POLL", 50*time.Millisecond)
 	errs.Check(err)
+	resumeAfter, err := config.Duration("BERTH_WALK_RESUME_AFTER", 5*time.Minute)
+	errs.Check(err)
+	if resumeAfter < time.Second || resumeAfter > 24*time.Hour {
+		errs.Add("BERTH_WALK_RESUME_AFTER: 1s to 24h")
+	}
 	if batch < 1 || batch > 10_000 {
 		errs.Add("BERTH_RELAY_BATCH: 1 to 10000")
 	}
@@ -78,8 +85,8 @@ func wireEvents(ctx context.Context, w *wiring) error {
 	// The relocation saga's steps homed in this region (internal/walk), and
 	// the job that re-sends a walk whose answer has not come back.
 	saga := walk.New(w.store, w.log)
-	w.jobs = append(w.jobs, job{"resume-walks", time.Minute, func(ctx context.Context) (int, error) {
-		return w.store.ResumeWalks(ctx, 5*time.Minute, 100)
+	w.jobs = append(w.jobs, job{"resume-walks", min(resumeAfter, time.Minute), func(ctx context.Context) (int, error) {
+		return w.store.ResumeWalks(ctx, resumeAfter, 100)
 	}})
 	w.runners = append(w.runners,
 		relay.Run,

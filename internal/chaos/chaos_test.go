@@ -34,12 +34,12 @@ func currentMode() mode {
 		return mode{Name: "long", FaultFor: 15 * time.Second, SettleFor: 5 * time.Second, Warmup: 10 * time.Second,
 			Hotels: 3, Rooms: 5000, HotRooms: 8, ConvergeIn: 3 * time.Minute, SlotMinutes: 15,
 			Load: loadConfig{Workers: 96, Rate: 150, Timeout: 10 * time.Second, RetryFor: 60 * time.Second, Window: 30,
-				HotPct: 20, ClinicPct: 25, ConfirmPct: 50, CancelPct: 25, MaxAttempts: 60}}
+				HotPct: 20, ClinicPct: 25, WalkPct: 3, ConfirmPct: 50, CancelPct: 25, MaxAttempts: 60}}
 	}
 	return mode{Name: "short", FaultFor: 2 * time.Second, SettleFor: time.Second, Warmup: 3 * time.Second,
 		Hotels: 2, Rooms: 2000, HotRooms: 6, ConvergeIn: 2 * time.Minute, SlotMinutes: 30,
 		Load: loadConfig{Workers: 32, Rate: 60, Timeout: 8 * time.Second, RetryFor: 30 * time.Second, Window: 20,
-			HotPct: 20, ClinicPct: 25, ConfirmPct: 50, CancelPct: 25, MaxAttempts: 40}}
+			HotPct: 20, ClinicPct: 25, WalkPct: 4, ConfirmPct: 50, CancelPct: 25, MaxAttempts: 40}}
 }
 
 // progressBound is the promise: a hold succeeds within it after a fault heals.
@@ -61,10 +61,12 @@ func TestChaos(t *testing.T) {
 	hotels := s.seed(t, m.Hotels, m.Rooms, m.HotRooms, from.Format("2006-01-02"), from.AddDate(0, 0, m.Load.Window+1).Format("2006-01-02"))
 
 	clinics := s.seedClinics(t, m.SlotMinutes, from.AddDate(0, 0, 2))
+	walkPairs, walkDay := s.seedWalks(t)
 	e := s.startEdges(t, from.AddDate(0, 0, 5))
 
 	l := newLoad(m.Load, []string{s.routerURL}, s.admin, hotels, from)
 	l.clinics, l.guestToken = clinics, s.mint
+	l.walkPairs, l.walkDay = walkPairs, walkDay
 	loadCtx, stopLoad := context.WithCancel(context.Background())
 	loadDone := make(chan struct{})
 	go func() { defer close(loadDone); l.run(loadCtx) }()
@@ -100,6 +102,8 @@ func TestChaos(t *testing.T) {
 
 	// Every unknown outcome gets a last chance now that all is healed.
 	l.resolveParked(2 * time.Minute)
+	// The relocation sagas settle: a step lost to a fault is resumed.
+	rep.walksLeft, rep.walksSettled = waitWalks(ctx, s.db, m.ConvergeIn)
 	rep.audit(t, ctx, s, l, m)
 	for i, d := range watch.wait(m.ConvergeIn) {
 		rep.Faults[i].ReadModelLag = d

@@ -52,7 +52,7 @@ func classify(status int, code string, err error, attempt int) outcome {
 
 // op is one logical client request and everything that happened to it.
 type op struct {
-	Kind   string // hold, confirm, cancel; appt-hold, appt-pay, appt-confirm, appt-cancel
+	Kind   string // hold, confirm, cancel; appt-hold, appt-pay, appt-confirm, appt-cancel; walk-hold, walk-confirm, check-in, upgrade, relocate
 	Hotel  hotel
 	Clinic *clinic // set for the appt-* kinds
 	Guest  string  // unique per chain: finds the booking in the database
@@ -83,6 +83,8 @@ type op struct {
 	IntentID, ClientSecret string
 	// Of a development payment: what the webhook it sent answered.
 	Webhook string
+	// Of a relocation: the walk id (the sister's stay to be).
+	WalkID string
 }
 
 // chain is one guest's hold and what followed it.
@@ -101,6 +103,7 @@ type loadConfig struct {
 	Window      int           // nights of the sale window the stays fall into
 	HotPct      int           // share of holds aimed at the hot hotels
 	ClinicPct   int           // share of chains that are clinic visits (when clinics are seeded)
+	WalkPct     int           // share of chains that are guests arriving at an overbooked hotel (when walk hotels are seeded)
 	ConfirmPct  int
 	CancelPct   int
 	MaxAttempts int
@@ -118,6 +121,10 @@ type load struct {
 	// mints each visit's own guest token.
 	clinics    []*clinic
 	guestToken func(guest string) string
+	// walkPairs, when set, receive WalkPct of the chains: guests arriving
+	// on walkDay (walks_test.go).
+	walkPairs []*walkPair
+	walkDay   time.Time
 	// onAttempt, when set, sees every attempt's answer (set before run).
 	onAttempt func(o *op, a attemptInfo)
 
@@ -125,6 +132,7 @@ type load struct {
 	started   time.Time
 	chains    []*chain
 	visits    []*visit
+	walks     []*walkChain
 	successes []success // every successful hold, in the order they answered
 	parked    []*op     // unknown after RetryFor: resolved at the end
 }
@@ -171,8 +179,12 @@ func (l *load) run(ctx context.Context) {
 }
 
 func (l *load) chain(rng *rand.Rand) {
-	if len(l.clinics) > 0 && rng.IntN(100) < l.cfg.ClinicPct {
+	switch p := rng.IntN(100); {
+	case len(l.clinics) > 0 && p < l.cfg.ClinicPct:
 		l.visit(rng)
+		return
+	case len(l.walkPairs) > 0 && p >= 100-l.cfg.WalkPct:
+		l.walk(rng)
 		return
 	}
 	h := l.pick(rng)
@@ -275,6 +287,9 @@ func (l *load) attempt(o *op) {
 			ClientSecret string `json:"client_secret"`
 		} `json:"payment"`
 		Webhook *webhookDelivery `json:"webhook"`
+		Walk    struct {
+			ReservationID string `json:"reservation_id"`
+		} `json:"walk"`
 	}
 	var retryAfter, servedBy string
 	resp, err := l.client.Do(req)
@@ -314,6 +329,7 @@ func (l *load) attempt(o *op) {
 			o.ResID = ans.AppointmentID
 		}
 		o.IntentID, o.ClientSecret = ans.Payment.IntentID, ans.Payment.ClientSecret
+		o.WalkID = ans.Walk.ReservationID
 		if o.Kind == "hold" {
 			l.mu.Lock() // the time is read under the lock so successes stay sorted
 			l.successes = append(l.successes, success{At: time.Now(), ResID: ans.ReservationID, HotelID: o.Hotel.ID})
@@ -381,6 +397,13 @@ func (l *load) ops() []*op {
 	}
 	for _, v := range l.visits {
 		for _, o := range []*op{v.Hold, v.Pay, v.Confirm, v.Cancel} {
+			if o != nil {
+				out = append(out, o)
+			}
+		}
+	}
+	for _, w := range l.walks {
+		for _, o := range []*op{w.Hold, w.Confirm, w.CheckIn, w.Upgrade, w.Relocate} {
 			if o != nil {
 				out = append(out, o)
 			}

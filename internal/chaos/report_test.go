@@ -95,6 +95,11 @@ type report struct {
 	Checks      []check                `json:"checks"`
 	Violations  int                    `json:"invariant_violations"`
 	Edges       *edgeReport            `json:"edges,omitempty"`
+	Walks       walkAudit              `json:"walks"`
+	// walksLeft is how many stays were still walking when the wait for
+	// the sagas ended, after walksSettled.
+	walksLeft    int
+	walksSettled time.Duration
 }
 
 // audit checks the run and fills in the report.
@@ -181,6 +186,14 @@ func (rep *report) audit(t *testing.T, ctx context.Context, s *stack, l *load, m
 					va.PaidNotConfirmed, va.UnpaidConfirmed, va.Refused402))
 			info("unresolved unknown appointment holds", fmt.Sprintf("%d exist, %d absent", va.UnresolvedExist, va.UnresolvedAbsent))
 		}
+	}
+	// Walks: every arriving guest against the database.
+	if wa, err := auditWalks(ctx, s.db, l.snapshotWalks()); err != nil {
+		add("walks audit", false, err.Error())
+	} else {
+		wa.SettledIn = rep.walksSettled.Round(10 * time.Millisecond).String()
+		rep.Walks = wa
+		rep.addWalkChecks(add, info, wa, rep.walksLeft)
 	}
 	unresolved := rep.Final[outUnknown.String()]
 	var unknownFirst int
@@ -286,7 +299,8 @@ func (rep *report) markdown() string {
 	}
 	b.WriteString("\n| request | total | ok | rejected (409) | failed (4xx) | unknown (1st attempt) | resolved by retry | retries |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|\n")
-	for _, k := range []string{"hold", "confirm", "cancel", "appt-hold", "appt-pay", "appt-confirm", "appt-cancel"} {
+	for _, k := range []string{"hold", "confirm", "cancel", "appt-hold", "appt-pay", "appt-confirm", "appt-cancel",
+		"walk-hold", "walk-confirm", "check-in", "upgrade", "relocate"} {
 		c, ok := rep.ByKind[k]
 		if !ok {
 			continue
@@ -316,6 +330,11 @@ func (rep *report) markdown() string {
 	}
 	fmt.Fprintf(&b, "\nInvariant violations: %d. Lost bookings: %d. Duplicated bookings: %d. Phantom bookings: %d.\n",
 		rep.Violations, rep.Bookings.Lost, rep.Bookings.Duplicated, rep.Bookings.Phantom)
+	if w := rep.Walks; w.Chains > 0 {
+		fmt.Fprintf(&b, "Arrivals at overbooked hotels: %d chains, %d checked in, %d upgraded, %d relocated across regions (%d walked, %d undone); "+
+			"settled in %s; not exactly one live stay %d, stuck walking %d, wrong walks %d, steps not written once %d.\n",
+			w.Chains, w.CheckedIn, w.Upgraded, w.Relocating, w.Walked, w.Undone, w.SettledIn, w.NotOneLive, w.Stuck, w.BadWalk, w.BadEvents)
+	}
 	if rep.Clinics > 0 {
 		v := rep.Visits
 		fmt.Fprintf(&b, "Appointments (%d clinics): %d holds, %d ok and present once, %d refused and absent; lost %d, duplicated %d, phantom %d, wrong state %d; "+

@@ -144,7 +144,8 @@ func startStack(t *testing.T, runDir string, o stackOptions) *stack {
 			// The development payment provider with its pay endpoint: prepaid
 			// appointments are paid as a patient would, and the webhook confirms.
 			env: append([]string{"BERTH_DATABASE_URL=" + dbURL(proxyAddr), "BERTH_HOLD_TTL=30m", "BERTH_SWEEP_INTERVAL=2s",
-				"BERTH_PAYMENT_PROVIDER=dev", "BERTH_DEV_PAYMENTS=on", "BERTH_WEBHOOK_SECRET=" + webhookSecret}, common...),
+				"BERTH_PAYMENT_PROVIDER=dev", "BERTH_DEV_PAYMENTS=on", "BERTH_WEBHOOK_SECRET=" + webhookSecret,
+				"BERTH_WALK_RESUME_AFTER=" + walkResumeAfter.String()}, common...),
 			logPath: filepath.Join(s.logs, "booking-"+r+".log"), health: s.urls[r] + "/readyz",
 		}
 	}

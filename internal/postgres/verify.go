@@ -192,13 +192,15 @@ var verifyChecks = []verifyCheck{
 		WHERE status = 'held' AND hold_expires_at < now() - $4 * INTERVAL '1 microsecond'
 		  AND ($1 = '' OR home_region = $1) AND ($3::UUID[] IS NULL OR hotel_id = ANY($3::UUID[]))
 		ORDER BY 1, 2 LIMIT $2`, func(o VerifyOptions) time.Duration { return o.StaleHoldAfter }},
-	{CheckReservationEvent, "every recently confirmed reservation has its reservation.confirmed event", false, `
+	// A walked guest's stay at the sister hotel is confirmed from the start:
+	// its event is reservation.relocated (docs/adr/0012-walks.md).
+	{CheckReservationEvent, "every recently confirmed reservation has its reservation.confirmed (or, relocated, reservation.relocated) event", false, `
 		SELECT r.hotel_id::TEXT, 'reservation ' || r.reservation_id::TEXT || ' confirmed at ' || r.updated_at::TEXT || ' has no event'
 		FROM reservations r
 		WHERE r.status = 'confirmed' AND r.updated_at > now() - $4 * INTERVAL '1 microsecond'
 		  AND ($1 = '' OR r.home_region = $1) AND ($3::UUID[] IS NULL OR r.hotel_id = ANY($3::UUID[]))
 		  AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.partition_id = r.hotel_id AND o.aggregate_id = r.reservation_id
-		                  AND o.event_type = 'reservation.confirmed')
+		                  AND o.event_type IN ('reservation.confirmed', 'reservation.relocated'))
 		ORDER BY 1, 2 LIMIT $2`, eventWindow},
 	// The per-guest limits count each guest's held reservations in a row of
 	// guest_holds, kept in step by hold, confirm, cancel and the sweeper.

@@ -49,7 +49,8 @@ var faults = []fault{
 	{name: "consumer dies after the walked step, before its ack", step: "walk.held", after: true},
 	{name: "relay and broker down after the relocation", outage: true},
 	{name: "resumer re-sends the request", resume: true},
-	{name: "sister full, consumer dies after the refusal", step: "walk.refused", after: true, full: true},
+	{name: "sister full, consumer dies before the undo", step: "walk.refused", full: true},
+	{name: "sister full, consumer dies after the undo, before its ack", step: "walk.refused", after: true, full: true},
 	{name: "sister full, resumer re-sends", resume: true, full: true},
 }
 
@@ -208,7 +209,9 @@ func runSaga(t *testing.T, f fault) {
 		t.Fatalf("after %d replays: %d live stays, %d relocated, %d walk outcomes, original %s; want 1, %d, 1, %s",
 			replays, live, relocated, outcomes, status, wantRelocated, want)
 	}
-	v, err := bookingtest.Violations(ctx, env.DB, nil, postgres.HotelInvariants...)
+	// The hotel invariants, and every confirmed stay's event (the
+	// relocated stay's is reservation.relocated).
+	v, err := bookingtest.Violations(ctx, env.DB, nil, append(postgres.HotelInvariants, postgres.CheckReservationEvent)...)
 	if err != nil {
 		t.Fatal(err)
 	}
