@@ -4,7 +4,9 @@
 // an in-process Toxiproxy — drive hotel and clinic traffic through the
 // router (patients racing for few slots, prepaid ones paying through the
 // development provider), probe the router's rate limiter and a clinic's
-// waiting room (edges_test.go), and inject faults one after another:
+// waiting room (edges_test.go), walk guests arriving at overbooked hotels
+// (upgrades, and relocation sagas to a sister hotel homed in the other
+// region; walks_test.go), and inject faults one after another:
 // latency, resets and timeouts on every dependency, kill -9 of a booking
 // service (once between the relay's publish and its mark-sent), a
 // PostgreSQL crash-restart, a NATS restart and a Redis flush.
@@ -20,7 +22,9 @@
 // made-up payment confirms nothing; the rate limit holds wherever Redis
 // decides and fails open while it cannot; the waiting room never admits
 // faster than its rate, keeps arrivals in order, answers every request, and
-// its access tokens admit only their own guest.
+// its access tokens admit only their own guest; and every arriving guest
+// ends with exactly one live stay — walked with one stay at the sister,
+// or confirmed again after an undo — each step's event written once.
 //
 // `go test ./internal/chaos/` runs the short version (a few seconds per
 // fault); `make chaos` (BERTH_CHAOS_LONG=1 or -tags chaos) the long one.

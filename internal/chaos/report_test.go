@@ -192,6 +192,17 @@ func (rep *report) audit(t *testing.T, ctx context.Context, s *stack, l *load, m
 		add("walks audit", false, err.Error())
 	} else {
 		wa.SettledIn = rep.walksSettled.Round(10 * time.Millisecond).String()
+		for _, c := range l.snapshotWalks() {
+			if c.Relocate == nil {
+				continue
+			}
+			for _, f := range rep.Faults {
+				if !c.Relocate.Started.Before(f.Injected) && c.Relocate.Started.Before(f.Healed) {
+					wa.DuringFaults++
+					break
+				}
+			}
+		}
 		rep.Walks = wa
 		rep.addWalkChecks(add, info, wa, rep.walksLeft)
 	}

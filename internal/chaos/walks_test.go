@@ -164,6 +164,8 @@ type walkAudit struct {
 	Relocating int `json:"relocations"` // relocate answered 202
 	Walked     int `json:"walked"`      // original walked, the sister's stay confirmed
 	Undone     int `json:"undone"`      // the sister was full: original confirmed again
+	// DuringFaults: relocations the desk asked for while a fault was on.
+	DuringFaults int `json:"relocations_during_faults"`
 	// Failures.
 	NotOneLive int `json:"not_one_live"` // a guest with no live stay, or two
 	Stuck      int `json:"stuck"`        // still walking after the settle
@@ -354,8 +356,8 @@ func (rep *report) addWalkChecks(add func(string, bool, string), info func(strin
 	add("every relocation walked with one linked stay or was undone with none", a.BadWalk == 0,
 		fmt.Sprintf("%d relocations: %d walked, %d undone; %d wrong", a.Relocating, a.Walked, a.Undone, a.BadWalk))
 	add("each step of a walk written once", a.BadEvents == 0, fmt.Sprintf("%d walks with a step's event missing or twice", a.BadEvents))
-	info("arrivals", fmt.Sprintf("%d arrival chains, %d confirmed, %d checked in, %d found no room, %d upgraded, %d relocated (%d walked, %d undone)",
-		a.Chains, a.Arrived, a.CheckedIn, a.NoRoom, a.Upgraded, a.Relocating, a.Walked, a.Undone))
+	info("arrivals", fmt.Sprintf("%d arrival chains, %d confirmed, %d checked in, %d found no room, %d upgraded, %d relocated (%d walked, %d undone; %d asked while a fault was on)",
+		a.Chains, a.Arrived, a.CheckedIn, a.NoRoom, a.Upgraded, a.Relocating, a.Walked, a.Undone, a.DuringFaults))
 	if a.Relocating == 0 || a.Walked == 0 {
 		add("walks happened during the faults", false, fmt.Sprintf("%d relocations, %d walked: the run did not exercise the saga", a.Relocating, a.Walked))
 	}
