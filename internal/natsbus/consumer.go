@@ -26,7 +26,20 @@ type Message struct {
 	// is not a valid event (a poison message).
 	Event     events.Envelope
 	DecodeErr error
+	// Region is the region whose relay published the message (its
+	// partition's home then; "" for messages published before the header
+	// existed); Redriven marks a copy a consumer published again
+	// (Redrive).
+	Region   string
+	Redriven bool
 }
+
+// RegionHeader and RedrivenHeader are the message headers behind
+// Message.Region and Message.Redriven.
+const (
+	RegionHeader   = "Berth-Region"
+	RedrivenHeader = "Berth-Redriven"
+)
 
 // Handler applies one event. It must be idempotent: delivery is at least
 // once. An error makes the message come back later, up to the limit.
@@ -244,6 +257,9 @@ func EnsureConsumer(ctx context.Context, js jetstream.JetStream, cfg ConsumerCon
 func handle(ctx context.Context, js jetstream.JetStream, cfg ConsumerConfig, log *slog.Logger, tr trace.Tracer,
 	h Handler, msg jetstream.Msg, fails *failureCounts) {
 	m := Message{Subject: msg.Subject(), Data: msg.Data(), Delivered: 1}
+	if h := msg.Headers(); h != nil {
+		m.Region, m.Redriven = h.Get(RegionHeader), h.Get(RedrivenHeader) != ""
+	}
 	var seq uint64
 	if md, err := msg.Metadata(); err == nil {
 		m.Delivered = md.NumDelivered

@@ -210,6 +210,12 @@ func message(ctx context.Context, rec events.Record) (*nats.Msg, error) {
 	msg.Header.Set("Ce-Id", rec.EventID)
 	msg.Header.Set("Ce-Type", rec.Type)
 	msg.Header.Set("Berth-Aggregate-Version", strconv.FormatInt(rec.AggregateVersion, 10))
+	if rec.HomeRegion != "" {
+		// The region whose relay sent it, where the partition was homed
+		// then: a consumer there that finds the partition moved away
+		// knows the new home may have skipped it (WaitlistHandlerIn).
+		msg.Header.Set(RegionHeader, rec.HomeRegion)
+	}
 	injectHeaders(ctx, msg.Header)
 	return msg, nil
 }

@@ -2,11 +2,13 @@ package natsbus
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 
 	"github.com/berthhq/berth/internal/berth"
 	"github.com/berthhq/berth/internal/events"
 	"github.com/berthhq/berth/internal/waitlist"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -31,6 +33,20 @@ func WaitlistSubjects() []string {
 // homed in another region is that region's to apply (its consumer gets the
 // same event), so the fence's 421 — and a hotel unknown here — ack it.
 func WaitlistHandler(o Offerer, log *slog.Logger) Handler {
+	return WaitlistHandlerIn("", nil, o, log)
+}
+
+// WaitlistHandlerIn is WaitlistHandler for the consumer of region, which
+// also redrives an event its own relay sent for a hotel that has moved away
+// since (the fence's 421 here, where the hotel was homed when the event was
+// sent): the new home's consumer may have seen the event before the move
+// and skipped it too, and then the freed rooms would wait for the next
+// free. The copy goes to every region once (a copy is never redriven
+// again, and its message id dedups a redelivered original's); the new
+// home applies it — or, had it applied the original, finds the event
+// claimed, or decides again on what is free then, which never offers a
+// room twice. Only a second move before the copy is read can still lose it.
+func WaitlistHandlerIn(region string, js jetstream.JetStream, o Offerer, log *slog.Logger) Handler {
 	return func(ctx context.Context, m Message) error {
 		if m.DecodeErr != nil {
 			return m.DecodeErr
@@ -44,7 +60,17 @@ func WaitlistHandler(o Offerer, log *slog.Logger) Handler {
 		}
 		offered, err := o.OfferFreed(ctx, m.Event.ID, free)
 		switch berth.ErrorCode(err) {
-		case berth.CodeMisdirected, berth.CodeNotFound:
+		case berth.CodeMisdirected:
+			if js == nil || region == "" || m.Region != region || m.Redriven {
+				return nil
+			}
+			if err := Redrive(ctx, js, m); err != nil {
+				return err
+			}
+			log.InfoContext(ctx, "waitlist event redriven: its hotel moved away after this region sent it",
+				"hotel_id", free.HotelID, "event_id", m.Event.ID)
+			return nil
+		case berth.CodeNotFound:
 			return nil
 		}
 		if err != nil {
@@ -64,5 +90,22 @@ func WaitlistHandler(o Offerer, log *slog.Logger) Handler {
 // missed while the consumer was down is made when it comes back).
 func OfferOnFree(ctx context.Context, js jetstream.JetStream, region string, o Offerer, log *slog.Logger) error {
 	return Consume(ctx, js, ConsumerConfig{Durable: "waitlist-" + region, Filters: WaitlistSubjects(), Log: log},
-		WaitlistHandler(o, log))
+		WaitlistHandlerIn(region, js, o, log))
+}
+
+// Redrive publishes a copy of m on its subject for every consumer to see
+// again, marked redriven, under a message id derived from the event's (so
+// the broker keeps one copy however often the original is redelivered).
+func Redrive(ctx context.Context, js jetstream.JetStream, m Message) error {
+	out := nats.NewMsg(m.Subject)
+	out.Data = m.Data
+	out.Header.Set("Content-Type", "application/cloudevents+json")
+	out.Header.Set("Ce-Id", m.Event.ID)
+	out.Header.Set("Ce-Type", m.Event.Type)
+	out.Header.Set(RedrivenHeader, "1")
+	out.Header.Set(nats.MsgIdHdr, "redrive-"+m.Event.ID)
+	if _, err := js.PublishMsg(ctx, out); err != nil {
+		return fmt.Errorf("%w: redrive event %s: %v", berth.ErrDependency, m.Event.ID, err)
+	}
+	return nil
 }
