@@ -216,6 +216,63 @@ func TestCheckInRaceForLastRoom(t *testing.T) {
 	}
 }
 
+// More guests than rooms check in at once, many desks in parallel: every
+// room is given to a guest — nobody hears no_room_free while a room is
+// still free (a check-in that loses a room to a concurrent one tries the
+// next) — and no room twice.
+func TestCheckInsFillEveryFreeRoom(t *testing.T) {
+	t.Parallel()
+	for _, iso := range isolations {
+		t.Run(string(iso), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			env := bookingtest.Start(t, bookingtest.Options{DB: dbOptions(iso)})
+			const rooms, guests = 48, 60
+			h := env.SeedHotel("", guests, 0, bookingtest.Date(-1), bookingtest.Date(10))
+			env.SeedRooms(h, "5", rooms)
+			ids := make([]string, guests)
+			for i := range ids {
+				ids[i] = confirmedStay(t, env, h, fmt.Sprintf("f%d", i), 0, 2, 1)
+			}
+			outcome := make([]string, guests)
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			for i, id := range ids {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					<-start
+					r, err := env.Try(ctx, bookingtest.Request{Method: "POST", Path: "/v1/hotels/" + h.ID + "/reservations/" + id + "/check-in",
+						Token: env.Admin(), IdemKey: bookingtest.NewKey()})
+					if err != nil {
+						outcome[i] = err.Error()
+						return
+					}
+					outcome[i] = fmt.Sprintf("%d %s", r.Status, r.Code())
+				}()
+			}
+			close(start)
+			wg.Wait()
+			count := map[string]int{}
+			for _, o := range outcome {
+				count[o]++
+			}
+			if count["200 "] != rooms || count["409 no_room_free"] != guests-rooms {
+				t.Fatalf("outcomes = %v, want %d 200 and %d 409 no_room_free", count, rooms, guests-rooms)
+			}
+			var used, stays int
+			if err := dbtest.SQL(env.DB).QueryRow(ctx, `SELECT count(DISTINCT room_id), count(DISTINCT reservation_id)
+				FROM room_nights WHERE hotel_id = $1`, h.ID).Scan(&used, &stays); err != nil {
+				t.Fatal(err)
+			}
+			if used != rooms || stays != rooms {
+				t.Fatalf("%d rooms used by %d stays; want %d and %d", used, stays, rooms, rooms)
+			}
+			env.AssertInventory()
+		})
+	}
+}
+
 // A late check-in races the no-show job for the same guests: each stay
 // ends checked in or a no-show, never both, and the answers agree with the
 // database.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/berthhq/berth/internal/bookingtest"
 	"github.com/berthhq/berth/internal/dbtest"
+	"github.com/berthhq/berth/internal/postgres"
 )
 
 // roomType adds a room type with total rooms on [from, to) to a hotel, and
@@ -179,6 +180,11 @@ func TestWalksAtTheDesk(t *testing.T) {
 		FROM outbox WHERE aggregate_id = $1 AND event_type = 'reservation.walked'`, third).Scan(&amount, &payee); err != nil ||
 		amount != 24000 || payee != sister {
 		t.Fatalf("walked event compensation = %d to %s, %v; want 2 nights × 12000 to the sister", amount, payee, err)
+	}
+	// booking verify's event check takes reservation.relocated for the
+	// relocated stay's confirmation (it is never confirmed otherwise).
+	if v, err := bookingtest.Violations(ctx, env.DB, []string{h.ID, sister}, postgres.CheckReservationEvent); err != nil || len(v) != 0 {
+		t.Fatalf("verify after the relocation: %v, %v", v, err)
 	}
 
 	// Dee: the sister hotel is full now (the relocation asked for a type it

@@ -105,11 +105,29 @@ func (s *Store) CheckIn(ctx context.Context, hotelID, reservationID string, room
 	})
 }
 
+// freeRoomsSQL chooses the first free rooms of a type for the nights
+// [$3, $4) by floor and number, locked. The taken rooms are one
+// uncorrelated NOT IN set — an index-only range of room_nights_type_night_idx
+// that PostgreSQL hashes once — rather than a NOT EXISTS per room: with
+// LIMIT, the planner probes room_nights room by room in floor order, and the
+// first rooms in that order are the ones assigned first, so every check-in
+// read every taken room's index pages (~4 buffers a room; EXPLAIN ANALYZE in
+// docs/PERFORMANCE.md). room_nights.room_type_id is always the room's type
+// (booking verify checks it), and room_id is never NULL, so NOT IN means
+// NOT EXISTS here.
+const freeRoomsSQL = `SELECT m.room_id::TEXT, m.number, m.room_type_id::TEXT FROM rooms m
+	WHERE m.hotel_id = $1 AND m.room_type_id = $2 AND m.room_id <> ALL($5::UUID[])
+	  AND m.room_id NOT IN (SELECT n.room_id FROM room_nights n
+	                        WHERE n.hotel_id = $1 AND n.room_type_id = $2 AND n.night >= $3 AND n.night < $4)
+	ORDER BY m.floor, m.number, m.room_id LIMIT $6 FOR UPDATE OF m SKIP LOCKED`
+
 // assignRooms gives the stay r.Quantity rooms for every night, or returns
 // an error with nothing assigned. The unique key of room_nights is the
 // fence: a room-night a concurrent check-in inserted first is skipped by
 // ON CONFLICT DO NOTHING (after waiting for that transaction), the room is
-// given up again and another tried. Locking candidate rooms FOR UPDATE SKIP
+// given up again and another tried, until no untried room is free — a
+// fixed number of tries refused guests while rooms were still free when
+// many desks worked at once. Locking candidate rooms FOR UPDATE SKIP
 // LOCKED spreads concurrent check-ins over the free rooms instead of
 // queueing them all on the first.
 func assignRooms(ctx context.Context, tx pgx.Tx, region string, r reservation.Reservation, picked []string) ([]reservation.AssignedRoom, error) {
@@ -119,7 +137,9 @@ func assignRooms(ctx context.Context, tx pgx.Tx, region string, r reservation.Re
 	}
 	var got []reservation.AssignedRoom
 	tried := []string{} // not nil: <> ALL(NULL) would match no room
-	for round := 0; len(got) < r.Quantity && round < 3; round++ {
+	// Every round that finds candidates tries them, so tried grows and the
+	// loop ends within the type's rooms.
+	for round := 0; len(got) < r.Quantity; round++ {
 		var (
 			rows pgx.Rows
 			err  error
@@ -131,12 +151,7 @@ func assignRooms(ctx context.Context, tx pgx.Tx, region string, r reservation.Re
 			rows, err = tx.Query(ctx, `SELECT room_id::TEXT, number, room_type_id::TEXT FROM rooms
 				WHERE hotel_id = $1 AND room_id = ANY($2::UUID[]) ORDER BY room_id FOR UPDATE`, r.HotelID, picked)
 		} else {
-			rows, err = tx.Query(ctx, `SELECT m.room_id::TEXT, m.number, m.room_type_id::TEXT FROM rooms m
-				WHERE m.hotel_id = $1 AND m.room_type_id = $2 AND m.room_id <> ALL($5::UUID[])
-				  AND NOT EXISTS (SELECT 1 FROM room_nights n WHERE n.hotel_id = m.hotel_id AND n.room_id = m.room_id
-				                  AND n.night >= $3 AND n.night < $4)
-				ORDER BY m.floor, m.number, m.room_id LIMIT $6 FOR UPDATE OF m SKIP LOCKED`,
-				r.HotelID, r.RoomTypeID, r.CheckIn.Time(), r.CheckOut.Time(), tried, r.Quantity-len(got))
+			rows, err = tx.Query(ctx, freeRoomsSQL, r.HotelID, r.RoomTypeID, r.CheckIn.Time(), r.CheckOut.Time(), tried, r.Quantity-len(got))
 		}
 		if err != nil {
 			return nil, fmt.Errorf("find rooms: %w", err)
