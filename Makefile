@@ -6,7 +6,7 @@ GO ?= go
 GOTEST_FLAGS ?= -count=1 -timeout 40m
 ENV := set -a; source .local/env; set +a
 
-.PHONY: help up down run status deps build test test-race test-short lint bench txcost cpu-per-hold check-in-morning fuzz loadtest chaos drill clean
+.PHONY: help up down run status deps build test test-race test-short lint bench txcost cpu-per-hold check-in-morning scenarios fuzz loadtest chaos drill clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -50,6 +50,9 @@ cpu-per-hold: deps ## CPU per hold of every process (routers, services, read mod
 
 check-in-morning: deps ## a check-in morning (arrivals, walks under 10 % overbooking) through the routers of a whole platform of its own, its saga consumers relocating; then booking verify (ARRIVALS=200)
 	@bash deploy/local/check-in-morning.sh
+
+scenarios: deps ## loadtest scenarios through a whole platform of its own with CPU per request of every process (SCENARIOS="flash-sale --clients 1000 --rooms 1 --rate 2000; clinic-opening")
+	@bash deploy/local/scenarios.sh
 
 fuzz: deps ## run every fuzz target for FUZZTIME each (default 20s); CI runs each briefly
 	@set -e; $(ENV); export BERTH_REQUIRE_DB=1; for f in $$(grep -rl --include='*_test.go' '^func Fuzz' cmd internal loadtest api schema 2>/dev/null | sort); do \

@@ -23,7 +23,8 @@
 #
 # Environment (defaults): PORT_BASE (19100), BINARIES (a directory holding
 # booking, router and readmodel binaries to run instead of building this
-# tree's: before/after comparisons), PROFILE_DIR (unset: no profiling; else
+# tree's: before/after comparisons; its loadtest too, when it holds one),
+# PROFILE_DIR (unset: no profiling; else
 # every service serves net/http/pprof on PORT_BASE+39…, listed in PPROF_OF),
 # KEEP_LOGS=1 (keep the scratch directory with the services' logs), KEEP_DB=1
 # (keep the scratch database, e.g. to EXPLAIN the statements on its data).
@@ -101,7 +102,11 @@ platform_up() {
 	else
 		go build -o "$BIN/" ./cmd/booking ./cmd/router ./cmd/readmodel
 	fi
-	go build -o "$BIN/loadtest" ./loadtest
+	if [[ -n "${BINARIES:-}" && -x "$BINARIES/loadtest" ]]; then
+		cp "$BINARIES/loadtest" "$BIN/" # the same generator on both sides of a comparison
+	else
+		go build -o "$BIN/loadtest" ./loadtest
+	fi
 	local nats_bin="$ROOT/.local/bin/nats-server"
 	[[ -x "$nats_bin" ]] || nats_bin="$(command -v nats-server || true)"
 	if [[ -z "$nats_bin" ]]; then

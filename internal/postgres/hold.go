@@ -228,16 +228,8 @@ func (s *Store) refuseKnownSoldOut(ctx context.Context, req reservation.HoldRequ
 	if s.holdRunning(req.HotelID, idem.Key) {
 		return berth.Response{}, false, nil
 	}
-	replay, err := storedResponse(ctx, s.db.pool, req.HotelID, idem)
-	switch {
-	case err == nil:
-		return *replay, true, nil
-	case !errors.Is(err, errRetry): // errRetry: no answer stored
-		return berth.Response{}, true, classify(err)
-	}
-	resp := berth.Response{}
-	resp.Status, resp.Body = idem.Render(nil, refusal)
-	return resp, true, nil
+	resp, err := s.refusalReplay(ctx, req.HotelID, idem, refusal)
+	return resp, true, err
 }
 
 func nightsOf(stay reservation.Stay) []string {

@@ -179,3 +179,86 @@ func TestFreedRoomsAreBookableDespiteTheSoldOutCache(t *testing.T) {
 	}
 	env.AssertInventory()
 }
+
+// Refusals from the cache read their keys together (key_reads.go): under a
+// burst of concurrent losers, each still gets its own answer — a retry of a
+// winning hold its stored 201, a key reused for another request 422, a new
+// key 409 sold_out — and nothing is stored for a refusal from the cache.
+func TestCachedRefusalsReadTheirKeysTogether(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := bookingtest.Start(t, bookingtest.Options{Region: "us-east"})
+	const rooms = 8
+	h := env.SeedHotel("", rooms, 0, bookingtest.Date(1), bookingtest.Date(5))
+	s := postgres.NewStore(env.DB, "us-east", 10*time.Minute)
+	s.UseSoldOutCache(soldout.New(time.Minute, time.Now))
+	in, _ := reservation.ParseDate(bookingtest.Date(2))
+	stay := reservation.Stay{CheckIn: in, CheckOut: in.AddDays(1)}
+	hold := func(key, hash string) (berth.Response, error) {
+		return s.Hold(ctx, reservation.HoldRequest{ReservationID: uuid.NewString(), HotelID: h.ID, RoomTypeID: h.RoomTypeID,
+			GuestID: "g-" + uuid.NewString(), Stay: stay, Quantity: 1}, &berth.Idem{Key: key, Hash: hash, Render: renderAnswer})
+	}
+	winners := map[string]string{} // key → reservation id
+	for len(winners) < rooms {
+		key := uuid.NewString()
+		resp, err := hold(key, "h")
+		if err != nil || resp.Status != http.StatusCreated {
+			t.Fatalf("hold %d: %d %v", len(winners)+1, resp.Status, err)
+		}
+		winners[key] = string(resp.Body)
+	}
+	if resp, err := hold(uuid.NewString(), "h"); err != nil || resp.Status != http.StatusConflict {
+		t.Fatalf("the first loser: %d %v", resp.Status, err) // the database's refusal, now in the cache
+	}
+	countKeys := func() int {
+		var n int
+		if err := dbtest.SQL(env.DB).QueryRow(ctx, `SELECT count(*) FROM idempotency_keys WHERE partition_id = $1`, h.ID).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	stored := countKeys()
+
+	type result struct {
+		kind, key string
+		resp      berth.Response
+		err       error
+	}
+	var (
+		wg      sync.WaitGroup
+		start   = make(chan struct{})
+		results = make(chan result, 300)
+	)
+	for i := range 100 {
+		if i%25 == 0 { // among the new losers, each winner's key retried and reused, four times
+			for key := range winners {
+				wg.Go(func() { <-start; r, err := hold(key, "h"); results <- result{"retry", key, r, err} })
+				wg.Go(func() { <-start; r, err := hold(key, "other"); results <- result{"reused", key, r, err} })
+			}
+		}
+		wg.Go(func() { <-start; r, err := hold(uuid.NewString(), "h"); results <- result{"new", "", r, err} })
+	}
+	close(start)
+	wg.Wait()
+	close(results)
+	for r := range results {
+		switch r.kind {
+		case "retry":
+			if r.err != nil || r.resp.Status != http.StatusCreated || string(r.resp.Body) != winners[r.key] || !r.resp.Replayed {
+				t.Errorf("a retry of a winning hold: %d %q %v, want its stored 201 %s", r.resp.Status, r.resp.Body, r.err, winners[r.key])
+			}
+		case "reused":
+			if berth.ErrorCode(r.err) != berth.CodeIdempotencyKeyReused {
+				t.Errorf("a winner's key with another request: %d %v, want idempotency_key_reused", r.resp.Status, r.err)
+			}
+		default:
+			if r.err != nil || r.resp.Status != http.StatusConflict || string(r.resp.Body) != string(berth.CodeSoldOut) {
+				t.Errorf("a new loser: %d %q %v, want 409 sold_out", r.resp.Status, r.resp.Body, r.err)
+			}
+		}
+	}
+	if got := countKeys(); got != stored {
+		t.Errorf("%d keys stored by refusals from the cache, want none", got-stored)
+	}
+	env.AssertInventory()
+}

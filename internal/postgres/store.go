@@ -34,6 +34,9 @@ type Store struct {
 	mu       sync.Mutex
 	inflight map[string]int        // hotel + Idempotency-Key of holds in flight
 	queues   map[string]*holdQueue // hotel + room type of hold transactions running
+	// keyQueues are the coalesced key reads of refused holds, by hotel
+	// (key_reads.go).
+	keyQueues map[string]*keyQueue
 }
 
 // NewStore returns a store that writes for region.
@@ -42,7 +45,7 @@ func NewStore(db *DB, region string, holdTTL time.Duration) *Store {
 		holdTTL = 10 * time.Minute
 	}
 	s := &Store{db: db, region: region, holdTTL: holdTTL, offerTTL: holdTTL, limits: berth.DefaultGuestLimits,
-		inflight: map[string]int{}, queues: map[string]*holdQueue{}}
+		inflight: map[string]int{}, queues: map[string]*holdQueue{}, keyQueues: map[string]*keyQueue{}}
 	s.batchMax.Store(DefaultHoldBatch)
 	return s
 }

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Loadtest scenarios through the whole platform, with what each request cost
+# every process in CPU (`make scenarios`).
+#
+# Starts a platform of its own (deploy/local/platform.sh: three regions'
+# booking services with their relays and consumers, routers, read model,
+# Redis, NATS; its own ports and a scratch database), then runs each of
+# SCENARIOS — loadtest commands separated by ';' — one after the other
+# against it, and prints after each:
+#
+#   - the scenario's report (latencies, outcomes, the audit's checks);
+#   - the load average before and after (the machine may be shared: compare
+#     ratios within one run);
+#   - the CPU seconds every process spent during the scenario — routers,
+#     booking services, read model, NATS, Redis, the PostgreSQL backends of
+#     the scratch database by the service they serve (application_name), the
+#     load generator itself — and per request of the scenario.
+#
+# The scenarios run on one platform, so the first meets cold connection
+# pools and caches and the later ones warm ones: compare like with like.
+#
+# Environment (defaults): SCENARIOS ("flash-sale --clients 1000 --rooms 1
+# --rate 2000"), PORT_BASE (19300), PROFILE_SECONDS (10; with PROFILE_DIR a
+# CPU profile of every service from the start of each scenario lands there
+# as <service>-<n>.pprof), and platform.sh's BINARIES, KEEP_LOGS.
+set -euo pipefail
+
+SCENARIOS="${SCENARIOS:-flash-sale --clients 1000 --rooms 1 --rate 2000}"
+PORT_BASE="${PORT_BASE:-19300}"
+NAME=scenarios
+# shellcheck source=platform.sh
+source "$(dirname "${BASH_SOURCE[0]}")/platform.sh"
+platform_up
+
+# ticks prints the CPU seconds (user + system) pid has used, 0 when gone.
+ticks() { awk '{ sub(/^.*\) /, ""); split($0, f, " "); print (f[12] + f[13]) / 100 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
+
+# cpu_snapshot prints "name seconds" for every process of the platform and
+# "postgres:<service>#pid seconds" for every backend of the scratch database.
+cpu_snapshot() {
+	local name pid app
+	for name in "${!PID_OF[@]}"; do echo "$name $(ticks "${PID_OF[$name]}")"; done
+	echo "redis $(ticks "$REDIS_PID")"
+	echo "nats $(ticks "$NATS_PID")"
+	psql "$ADMIN_URL" -AtF ' ' -c "SELECT pid, application_name FROM pg_stat_activity WHERE datname = '$DB'" 2>/dev/null |
+		while read -r pid app; do echo "postgres:${app:-other}#$pid $(ticks "$pid")"; done
+}
+
+n=0
+status=0
+IFS=';' read -ra scenarios <<<"$SCENARIOS"
+for sc in "${scenarios[@]}"; do
+	read -ra args <<<"$sc"
+	[[ ${#args[@]} -eq 0 ]] && continue
+	n=$((n + 1))
+	profiles=()
+	if [[ -n "${PROFILE_DIR:-}" ]]; then
+		mkdir -p "$PROFILE_DIR"
+		for name in "${!PPROF_OF[@]}"; do
+			curl -fsS -o "$PROFILE_DIR/$name-$n.pprof" \
+				"http://127.0.0.1:${PPROF_OF[$name]}/debug/pprof/profile?seconds=${PROFILE_SECONDS:-10}" &
+			profiles+=($!)
+		done
+	fi
+	log "scenario $n: loadtest ${args[*]}; load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+	cpu_snapshot >"$WORK/cpu-before"
+	TIMEFORMAT="%U %S"
+	{ time "$BIN/loadtest" "${args[@]}" --quiet --name "scenario-$n-$(date +%Y%m%d-%H%M%S)" >"$WORK/scenario.txt" 2>&1; } 2>"$WORK/gen-time" ||
+		{ status=1 && log "scenario $n failed its checks or SLOs"; }
+	cpu_snapshot >"$WORK/cpu-after"
+	cat "$WORK/scenario.txt"
+	log "scenario $n: load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+	# Requests: the count column of the report's table of operations.
+	reqs="$(awk '$2 ~ /^[0-9]+$/ && $3 ~ /^[0-9.]+$/ && $1 ~ /^[a-z_:]+$/ { n += $2 } END { print n + 0 }' "$WORK/scenario.txt")"
+	awk -v reqs="$reqs" -v gen="$(awk '{ print $1 + $2 }' "$WORK/gen-time")" '
+		NR == FNR { before[$1] = $2; next }
+		{ d = $2 - before[$1]; name = $1; sub(/#.*/, "", name); cpu[name] += d; total += d }
+		END {
+			cpu["load-generator"] = gen; total += gen
+			printf "%-36s %8s %12s\n", "process", "CPU s", "ms/request"
+			for (p in cpu) if (cpu[p] > 0) printf "%-36s %8.2f %12.3f\n", p, cpu[p], reqs ? 1000 * cpu[p] / reqs : 0
+			printf "%-36s %8.2f %12.3f   (%d requests)\n", "total", total, reqs ? 1000 * total / reqs : 0, reqs
+		}' "$WORK/cpu-before" "$WORK/cpu-after"
+	[[ ${#profiles[@]} -gt 0 ]] && wait "${profiles[@]}"
+done
+exit "$status"

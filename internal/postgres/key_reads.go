@@ -1,0 +1,168 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/berthhq/berth/internal/berth"
+)
+
+// Coalesced key reads for the sold-out cache's refusals (ADR 0008, "Losers
+// read their keys together").
+//
+// A hold the sold-out cache refuses still asks the database one question:
+// does its Idempotency-Key have a stored answer (then that answer is
+// replayed — a client retrying a hold that won gets its 201)? In a flash sale
+// that question is asked by every loser, and each asking alone costs a pool
+// checkout, a round trip and a backend's parse and plan: most of what a
+// cached refusal costs the database and a good part of what it costs the
+// booking service. So the reads of one hotel are coalesced like the holds of
+// a hot room type (hold_batch.go): at most one read of a hotel runs at a
+// time; the first runs at once, alone; keys asked while it runs wait and are
+// read together, in one statement, as soon as it ends. A read therefore
+// always starts after its request arrived (it sees every commit that
+// returned before), and nothing waits for a timer.
+
+// keyReadBatch bounds the keys of one coalesced read.
+const keyReadBatch = 256
+
+// keyReadTimeout bounds one coalesced read: its callers may have gone, so
+// it runs on a context of its own.
+const keyReadTimeout = 10 * time.Second
+
+// storedAnswersSQL reads the stored answers of many keys of one partition.
+const storedAnswersSQL = `SELECT idem_key, request_hash, response_status, response_body FROM idempotency_keys
+	WHERE partition_id = $1 AND idem_key = ANY($2::TEXT[])`
+
+// storedAnswer is what a key read found: nothing (found false), or the key's
+// request hash and answer (status nil: claimed, not answered yet).
+type storedAnswer struct {
+	found  bool
+	hash   string
+	status *int32
+	body   []byte
+}
+
+type keyCall struct {
+	key  string
+	done chan struct{}
+	ans  storedAnswer
+	err  error
+}
+
+// keyQueue is one hotel's key reads: running while a read is in flight,
+// waiting the calls for the next one.
+type keyQueue struct {
+	running bool
+	waiting []*keyCall
+}
+
+// refusalReplay answers a hold the sold-out cache refuses: the stored answer
+// of its key when there is one (replayed), else refusal rendered as the
+// key's answer (not stored: a cached refusal commits nothing).
+func (s *Store) refusalReplay(ctx context.Context, hotelID string, idem *berth.Idem, refusal error) (berth.Response, error) {
+	ans, err := s.readKey(ctx, hotelID, idem.Key)
+	if err != nil {
+		return berth.Response{}, classify(err)
+	}
+	if !ans.found {
+		resp := berth.Response{}
+		resp.Status, resp.Body = idem.Render(nil, refusal)
+		return resp, nil
+	}
+	if ans.hash != idem.Hash {
+		return berth.Response{}, berth.Errorf(berth.CodeIdempotencyKeyReused,
+			"this Idempotency-Key was used with a different request")
+	}
+	if ans.status == nil {
+		// Claimed by a transaction that committed without its answer cannot
+		// happen (the answer is written in the same transaction); a claim
+		// is visible here only once committed, so treat it as running.
+		return berth.Response{}, berth.Errorf(berth.CodeIdempotencyInProgress, "a request with this Idempotency-Key is still running")
+	}
+	return berth.Response{Status: int(*ans.status), Body: ans.body, Replayed: true}, nil
+}
+
+// readKey reads what the database holds for key of hotelID, together with
+// the other keys of the hotel asked meanwhile.
+func (s *Store) readKey(ctx context.Context, hotelID, key string) (storedAnswer, error) {
+	c := &keyCall{key: key, done: make(chan struct{})}
+	s.mu.Lock()
+	q := s.keyQueues[hotelID]
+	if q == nil {
+		q = &keyQueue{}
+		s.keyQueues[hotelID] = q
+	}
+	if q.running {
+		q.waiting = append(q.waiting, c)
+		s.mu.Unlock()
+	} else {
+		q.running = true
+		s.mu.Unlock()
+		go s.readKeys(context.WithoutCancel(ctx), hotelID, []*keyCall{c})
+	}
+	select {
+	case <-c.done:
+		return c.ans, c.err
+	case <-ctx.Done():
+		// The read goes on for the others; this caller's answer is dropped.
+		return storedAnswer{}, ctx.Err()
+	}
+}
+
+// readKeys reads calls' keys in one statement, answers each, then runs the
+// next read with the calls that queued meanwhile, until none did.
+func (s *Store) readKeys(ctx context.Context, hotelID string, calls []*keyCall) {
+	for len(calls) > 0 {
+		s.readKeysOnce(ctx, hotelID, calls)
+		s.mu.Lock()
+		q := s.keyQueues[hotelID]
+		n := min(len(q.waiting), keyReadBatch)
+		calls = q.waiting[:n:n]
+		q.waiting = q.waiting[n:]
+		if len(calls) == 0 {
+			delete(s.keyQueues, hotelID)
+		}
+		s.mu.Unlock()
+	}
+}
+
+func (s *Store) readKeysOnce(ctx context.Context, hotelID string, calls []*keyCall) {
+	ctx, cancel := context.WithTimeout(ctx, keyReadTimeout)
+	defer cancel()
+	keys := make([]string, 0, len(calls))
+	seen := make(map[string]bool, len(calls))
+	for _, c := range calls {
+		if !seen[c.key] {
+			seen[c.key] = true
+			keys = append(keys, c.key)
+		}
+	}
+	found := make(map[string]storedAnswer, len(keys))
+	err := func() error {
+		rows, err := s.db.pool.Query(ctx, storedAnswersSQL, hotelID, keys)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var (
+				key string
+				a   = storedAnswer{found: true}
+			)
+			if err := rows.Scan(&key, &a.hash, &a.status, &a.body); err != nil {
+				return err
+			}
+			found[key] = a
+		}
+		return rows.Err()
+	}()
+	if err != nil {
+		err = fmt.Errorf("read idempotency keys: %w", err)
+	}
+	for _, c := range calls {
+		c.ans, c.err = found[c.key], err
+		close(c.done)
+	}
+}
