@@ -24,8 +24,9 @@ import (
 )
 
 // fault is where a run of the saga is killed: the consumer dies before or
-// after a step's transaction (the message is not acked either way and comes
-// back), the relay and the broker go down between steps, or the resumer
+// after a step's transaction (the message is not acked either way; the
+// relay and the consumer are started again and the message comes back to
+// the new consumer), the relay and the broker go down between steps, or the resumer
 // sends the request again while the first is in flight.
 type fault struct {
 	name string
@@ -72,18 +73,25 @@ func TestRelocationSagaUnderFaults(t *testing.T) {
 }
 
 type harness struct {
-	t     *testing.T
-	env   *bookingtest.Env
-	js    jetstream.JetStream
-	nc    *nats.Conn
-	srv   *natstest.Server
-	log   *slog.Logger
+	t   *testing.T
+	env *bookingtest.Env
+	js  jetstream.JetStream
+	nc  *nats.Conn
+	srv *natstest.Server
+	log *slog.Logger
+
+	mu    sync.Mutex
 	stops []func()
+	// restarts counts restarts in flight (killOnce's), which the end of
+	// the test waits for before stopping everything.
+	restarts sync.WaitGroup
 }
 
 // start runs the region's relay and the saga's consumer (handler h) until
 // stop is called.
 func (h *harness) start(handler natsbus.Handler) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	relay := natsbus.NewRelay(h.js, h.env.Store, natsbus.RelayConfig{Region: h.env.Store.Region(), Poll: 10 * time.Millisecond, Log: h.log})
@@ -96,6 +104,8 @@ func (h *harness) start(handler natsbus.Handler) {
 }
 
 func (h *harness) stop() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	for _, s := range h.stops {
 		s()
 	}
@@ -103,9 +113,13 @@ func (h *harness) stop() {
 }
 
 // killOnce kills the first delivery of messages of type step: before the
-// step runs, or after it committed — either way the message is not acked.
-func killOnce(f fault, inner natsbus.Handler, killed *atomic.Bool) natsbus.Handler {
-	return func(ctx context.Context, m natsbus.Message) error {
+// step runs, or after it committed — either way the message is not acked —
+// and then restarts the region's relay and consumer (a new consumer
+// instance on the same durable gets the message again), as a booking
+// service killed there and started again would.
+func (h *harness) killOnce(f fault, inner natsbus.Handler, killed *atomic.Bool) natsbus.Handler {
+	var handler natsbus.Handler
+	handler = func(ctx context.Context, m natsbus.Message) error {
 		if f.step == "" || m.Event.Type != f.step || !killed.CompareAndSwap(false, true) {
 			return inner(ctx, m)
 		}
@@ -114,8 +128,15 @@ func killOnce(f fault, inner natsbus.Handler, killed *atomic.Bool) natsbus.Handl
 				return err
 			}
 		}
+		h.restarts.Add(1)
+		go func() {
+			defer h.restarts.Done()
+			h.stop()
+			h.start(handler)
+		}()
 		return errors.New("killed: the consumer died before acking")
 	}
+	return handler
 }
 
 func runSaga(t *testing.T, f fault) {
@@ -143,7 +164,7 @@ func runSaga(t *testing.T, f fault) {
 	saga := walk.New(env.Store, quiet)
 	var killed atomic.Bool
 	if !f.outage {
-		h.start(killOnce(f, saga.Handle, &killed))
+		h.start(h.killOnce(f, saga.Handle, &killed))
 	}
 	key := bookingtest.NewKey()
 	r := env.Do(bookingtest.Request{Method: "POST", Path: "/v1/hotels/" + hotel + "/reservations/" + stay + "/relocate",
@@ -164,7 +185,7 @@ func runSaga(t *testing.T, f fault) {
 	}
 	if f.outage {
 		srv.Restart()
-		h.start(killOnce(f, saga.Handle, &killed))
+		h.start(h.killOnce(f, saga.Handle, &killed))
 	}
 	want := "walked"
 	if f.full {
@@ -186,6 +207,7 @@ func runSaga(t *testing.T, f fault) {
 	// Every walk message once more, under a fresh message id.
 	replays := republishWalkEvents(ctx, t, env, js)
 	waitFor(ctx, t, "the replays to be handled", func() bool { return idle(ctx, js, "walks-"+env.Store.Region()) })
+	h.restarts.Wait()
 	h.stop()
 	if f.step != "" && !killed.Load() {
 		t.Fatalf("no %s message was killed: the fault never happened", f.step)
