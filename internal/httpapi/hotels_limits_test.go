@@ -10,7 +10,15 @@ import (
 	"github.com/berthhq/berth/internal/berth"
 	"github.com/berthhq/berth/internal/bookingtest"
 	"github.com/berthhq/berth/internal/dbtest"
+	"github.com/berthhq/berth/internal/postgres"
 )
+
+// holdModes run a race with hot-partition batching on (the default) and off
+// (every hold its own transaction: the lone, pipelined hold).
+var holdModes = []struct {
+	name  string
+	batch int
+}{{"batched", postgres.DefaultHoldBatch}, {"alone", 0}}
 
 // holdAs sends one hold of qty rooms for guest over nights [in, in+nights).
 func holdAs(env *bookingtest.Env, ctx context.Context, h bookingtest.Hotel, guest, tok string, in, nights, qty int) (bookingtest.Response, error) {
@@ -74,28 +82,34 @@ func liveHolds(t *testing.T, env *bookingtest.Env, hotelID, guest string) (holds
 // One guest fires 40 holds at once at a hotel with rooms to spare and a
 // limit of 3 live holds per guest: exactly 3 win, every other answer is
 // 409 limit_exceeded naming the limit, and the database holds exactly 3.
+//
+// With batching on (the default) and off: off, every hold is the lone
+// pipelined transaction whose take counts the guest in the same statement.
 func TestGuestHoldLimitRace(t *testing.T) {
 	t.Parallel()
 	for _, iso := range isolations {
-		t.Run(string(iso), func(t *testing.T) {
-			t.Parallel()
-			env := bookingtest.Start(t, bookingtest.Options{DB: dbOptions(iso), GuestLimits: berth.GuestLimits{Holds: 3, Quantity: 50}})
-			h := env.SeedHotel("", 100, 0, bookingtest.Date(1), bookingtest.Date(40))
-			const n = 40
-			outcome := raceHolds(t, env, h, "greedy", n, 1)
-			t.Logf("%s: %v", iso, outcome)
-			if outcome["201 "] != 3 || outcome["409 limit_exceeded holds_per_guest=3"] != n-3 {
-				t.Fatalf("outcomes = %v, want 3 × 201 and %d × 409 limit_exceeded holds_per_guest=3", outcome, n-3)
-			}
-			if holds, _ := liveHolds(t, env, h.ID, "greedy"); holds != 3 {
-				t.Fatalf("%d held reservations of the guest in the database, want 3", holds)
-			}
-			// Another guest is not held back by the greedy one.
-			if r, err := holdAs(env, context.Background(), h, "other", env.Token("other", berth.RoleGuest), 5, 1, 1); err != nil || r.Status != http.StatusCreated {
-				t.Fatalf("another guest's hold: %v %d %s", err, r.Status, r.Body)
-			}
-			env.AssertInventory()
-		})
+		for _, mode := range holdModes {
+			t.Run(string(iso)+"/"+mode.name, func(t *testing.T) {
+				t.Parallel()
+				env := bookingtest.Start(t, bookingtest.Options{DB: dbOptions(iso), GuestLimits: berth.GuestLimits{Holds: 3, Quantity: 50}})
+				env.Store.SetHoldBatch(mode.batch)
+				h := env.SeedHotel("", 100, 0, bookingtest.Date(1), bookingtest.Date(40))
+				const n = 40
+				outcome := raceHolds(t, env, h, "greedy", n, 1)
+				t.Logf("%s: %v", iso, outcome)
+				if outcome["201 "] != 3 || outcome["409 limit_exceeded holds_per_guest=3"] != n-3 {
+					t.Fatalf("outcomes = %v, want 3 × 201 and %d × 409 limit_exceeded holds_per_guest=3", outcome, n-3)
+				}
+				if holds, _ := liveHolds(t, env, h.ID, "greedy"); holds != 3 {
+					t.Fatalf("%d held reservations of the guest in the database, want 3", holds)
+				}
+				// Another guest is not held back by the greedy one.
+				if r, err := holdAs(env, context.Background(), h, "other", env.Token("other", berth.RoleGuest), 5, 1, 1); err != nil || r.Status != http.StatusCreated {
+					t.Fatalf("another guest's hold: %v %d %s", err, r.Status, r.Body)
+				}
+				env.AssertInventory()
+			})
+		}
 	}
 }
 
@@ -103,7 +117,17 @@ func TestGuestHoldLimitRace(t *testing.T) {
 // of 9 rooms: exactly 4 win (8 rooms; a fifth would make 10).
 func TestGuestQuantityCapRace(t *testing.T) {
 	t.Parallel()
+	for _, mode := range holdModes {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
+			testGuestQuantityCapRace(t, mode.batch)
+		})
+	}
+}
+
+func testGuestQuantityCapRace(t *testing.T, batch int) {
 	env := bookingtest.Start(t, bookingtest.Options{GuestLimits: berth.GuestLimits{Holds: 100, Quantity: 9}})
+	env.Store.SetHoldBatch(batch)
 	h := env.SeedHotel("", 100, 0, bookingtest.Date(1), bookingtest.Date(40))
 	const n = 30
 	outcome := raceHolds(t, env, h, "bulk", n, 2)

@@ -152,9 +152,23 @@ func TestOverlappingStaysRace(t *testing.T) {
 // 50 parallel requests with one Idempotency-Key and one body: one effect.
 // Every answer is the first response (201, replayed or not) or 409
 // idempotency_in_progress; exactly one reservation exists.
+//
+// With batching on and off (holdModes): off, the duplicates race the lone
+// pipelined hold, whose key insert fails on the winner's key and skips the
+// COMMIT queued behind it.
 func TestIdempotencyKeyRace(t *testing.T) {
 	t.Parallel()
+	for _, mode := range holdModes {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
+			testIdempotencyKeyRace(t, mode.batch)
+		})
+	}
+}
+
+func testIdempotencyKeyRace(t *testing.T, batch int) {
 	env := bookingtest.Start(t, bookingtest.Options{DB: postgres.Options{MaxConns: 16}})
+	env.Store.SetHoldBatch(batch)
 	h := env.SeedHotel("", 100, 0, bookingtest.Date(1), bookingtest.Date(30))
 	key, tok := bookingtest.NewKey(), env.Token("guest-1", "guest")
 	body := map[string]any{"guest_id": "guest-1", "room_type_id": h.RoomTypeID,

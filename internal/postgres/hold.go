@@ -13,34 +13,92 @@ import (
 )
 
 // The hold is the write path's hot transaction, so it is lean
-// (docs/adr/0007-lean-hold.md). A winning hold is two round trips between
-// BEGIN and COMMIT:
+// (docs/adr/0007-lean-hold.md, docs/adr/0018-guest-count-and-pipelined-hold.md).
+// A winning hold is two round trips, BEGIN and COMMIT included (a
+// pipelined transaction, tx_pipelined.go):
 //
-//  1. takeStaySQL: the nights, fenced by their own home_region, with the
-//     price and the database time;
-//  2. one batch: the guest's hold counted against the per-guest limits
-//     (takeGuestHoldSQL, a conditional write on the guest's row, last in the
-//     lock order), the reservation, its outbox event, and the
-//     Idempotency-Key inserted together with the stored answer
-//     (claimAnsweredKeySQL).
+//  1. BEGIN and takeHeldStaySQL: the nights, fenced by their own
+//     home_region, with the price and the database time, and — in the same
+//     statement, once every night is taken — the guest's hold counted
+//     against the per-guest limits (a conditional write on the guest's row,
+//     last in the lock order);
+//  2. the reservation, its outbox event, the Idempotency-Key inserted
+//     together with the stored answer (insertAnsweredKeySQL), and COMMIT.
 //
 // It takes no placement row: the nights it locks are the fence, because a
 // move re-homes them in its transaction (MovePlacement locks them in the
 // partition's lock order). It claims its key last: a concurrent duplicate
-// queues on the same nights or on the key, and whichever commits second
-// finds the key taken, rolls back and replays the first one's answer.
+// queues on the same nights, the guest's row or the key, and whichever
+// commits second finds the key taken, rolls back and replays the first
+// one's answer. Everything the hold decides in Go (every night taken, the
+// guest counted) is known after the first round trip; the second can only
+// fail in the server, and then its COMMIT does not run.
 //
 // A hold that does not get every night is refused by refuseHold, with the
 // placement fence and the key claim first, as every other write.
 
-// claimAnsweredKeySQL claims an Idempotency-Key together with its answer,
+// takeHeldStaySQL is takeStaySQL followed, when it took all $10 nights, by
+// takeGuestHoldSQL's conditional write on the guest's row ($7 guest, $8 the
+// holds limit, $9 the rooms limit): one statement, so the count costs no
+// statement of its own, and the take's scan has locked the nights (in date
+// order) before the row is written, because the write's WHERE reads the
+// take's result. Every returned night carries the guest's new hold count,
+// NULL when a limit refused it (then the caller rolls back).
+const takeHeldStaySQL = `WITH t AS (` + takeStaySQL + `), g AS (
+INSERT INTO guest_holds AS g (hotel_id, guest_id, home_region, holds, rooms)
+SELECT $1::UUID, $7::TEXT, $6::TEXT, 1, $5::INT4
+WHERE 1 <= $8::INT4 AND $5::INT4 <= $9::INT4 AND (SELECT count(*) FROM t) = $10::INT8
+ON CONFLICT (hotel_id, guest_id) DO UPDATE SET holds = g.holds + 1, rooms = g.rooms + excluded.rooms
+WHERE g.holds + 1 <= $8::INT4 AND g.rooms + excluded.rooms <= $9::INT4
+RETURNING g.holds)
+SELECT t.*, (SELECT holds FROM g) FROM t`
+
+// insertAnsweredKeySQL claims an Idempotency-Key together with its answer,
 // at the end of a winning hold. A key claimed already (a replay, or a
-// duplicate that committed first) inserts nothing; the hold then rolls back
-// and replays the stored answer. A duplicate still in flight makes it wait,
-// as the claim at the start of other writes does (lock_timeout: 409
-// idempotency_in_progress).
-const claimAnsweredKeySQL = `INSERT INTO idempotency_keys (partition_id, idem_key, home_region, request_hash, response_status, response_body)
-	VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (partition_id, idem_key) DO NOTHING`
+// duplicate that committed first) fails it with a unique violation of
+// idempotency_keys_pkey, which skips the COMMIT queued behind it; the hold
+// then rolls back and replays the stored answer. A duplicate still in
+// flight makes it wait, as the claim at the start of other writes does
+// (lock_timeout: 409 idempotency_in_progress).
+const insertAnsweredKeySQL = `INSERT INTO idempotency_keys (partition_id, idem_key, home_region, request_hash, response_status, response_body)
+	VALUES ($1, $2, $3, $4, $5, $6)`
+
+// keyTaken says whether err is insertAnsweredKeySQL finding its key claimed.
+func keyTaken(err error) bool {
+	return sqlState(err) == "23505" && constraintName(err) == "idempotency_keys_pkey"
+}
+
+// takeHeldStay runs takeHeldStaySQL for req: the nights taken and whether
+// the guest's hold was counted (false when a limit refused it or not every
+// night was taken).
+func takeHeldStay(ctx context.Context, tx pgx.Tx, region string, req reservation.HoldRequest, limits berth.GuestLimits) (t taken, counted bool, err error) {
+	// A batch of one, so that the pipelined transaction's BEGIN goes with it.
+	b := &pgx.Batch{}
+	b.Queue(takeHeldStaySQL, req.HotelID, req.RoomTypeID, req.Stay.CheckIn.Time(), req.Stay.CheckOut.Time(), req.Quantity, region,
+		req.GuestID, limits.Holds, limits.Quantity, req.Stay.Nights())
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
+	rows, err := br.Query()
+	if err != nil {
+		return t, false, fmt.Errorf("take nights: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var holds *int32
+		if err := t.scanNight(rows, &holds); err != nil {
+			return t, false, fmt.Errorf("take nights: %w", err)
+		}
+		counted = holds != nil
+	}
+	if err := rows.Err(); err != nil {
+		return t, false, fmt.Errorf("take nights: %w", err)
+	}
+	rows.Close()
+	if err := br.Close(); err != nil {
+		return t, false, fmt.Errorf("take nights: %w", err)
+	}
+	return t, counted, nil
+}
 
 var (
 	// errKeyTaken rolls a winning hold back: its key was claimed already.
@@ -114,9 +172,9 @@ func (s *Store) hold(ctx context.Context, req reservation.HoldRequest, idem *ber
 		resp berth.Response
 		got  []time.Time
 	)
-	err := s.db.InTx(ctx, func(tx pgx.Tx) error {
+	err := s.db.InPipelinedTx(ctx, func(tx pgx.Tx) error {
 		resp, got = berth.Response{}, nil
-		t, err := takeStay(ctx, tx, s.region, req.HotelID, req.RoomTypeID, req.Stay, req.Quantity)
+		t, counted, err := takeHeldStay(ctx, tx, s.region, req, s.limits)
 		if err != nil {
 			return err
 		}
@@ -133,10 +191,23 @@ func (s *Store) hold(ctx context.Context, req reservation.HoldRequest, idem *ber
 			})
 			return err
 		}
+		if !counted {
+			// Past a per-guest limit: roll everything back, nights included
+			// — unless the key has an answer (a replay answers as the first
+			// time, limit or not; the first time may be what filled it).
+			if idem != nil {
+				if _, err := tx.Exec(ctx, insertAnsweredKeySQL, req.HotelID, idem.Key, s.region, idem.Hash, nil, nil); err != nil {
+					if keyTaken(err) {
+						return errKeyTaken
+					}
+					return claimError(err)
+				}
+			}
+			return s.limitRefusal(ctx, tx, req)
+		}
 		t.expiresAt = t.now.Add(s.holdTTL)
 		r := heldReservation(req, t)
 		b := &pgx.Batch{}
-		b.Queue(takeGuestHoldSQL, req.HotelID, req.GuestID, s.region, req.Quantity, s.limits.Holds, s.limits.Quantity)
 		queueInsertReservation(b, s.region, r)
 		if err := queueEvents(ctx, b, s.region, reservationInventoryEvent(reservation.EventHeld, r, t.counts)); err != nil {
 			return err
@@ -145,39 +216,25 @@ func (s *Store) hold(ctx context.Context, req reservation.HoldRequest, idem *ber
 			if resp, err = renderAnswer(idem, r, nil); err != nil {
 				return err
 			}
-			b.Queue(claimAnsweredKeySQL, req.HotelID, idem.Key, s.region, idem.Hash, resp.Status, resp.Body)
+			b.Queue(insertAnsweredKeySQL, req.HotelID, idem.Key, s.region, idem.Hash, resp.Status, resp.Body)
 		} else {
 			resp.Value = r
 		}
-		br := tx.SendBatch(ctx, b)
-		counted, err := br.Exec()
-		if err != nil {
-			br.Close()
-			return fmt.Errorf("count guest hold: %w", err)
-		}
-		for range b.Len() - 2 {
+		br := sendAndCommit(ctx, tx, b)
+		for i := range b.Len() {
 			if _, err := br.Exec(); err != nil {
 				br.Close()
+				switch {
+				case idem != nil && i == b.Len()-1 && keyTaken(err):
+					return errKeyTaken // a replay, or a duplicate committed first
+				case idem != nil && i == b.Len()-1:
+					return claimError(err)
+				}
 				return fmt.Errorf("record hold: %w", err)
 			}
 		}
-		tag, err := br.Exec()
-		if err != nil {
-			br.Close()
-			if idem != nil {
-				return claimError(err)
-			}
-			return fmt.Errorf("record hold: %w", err)
-		}
 		if err := br.Close(); err != nil {
 			return fmt.Errorf("record hold: %w", err)
-		}
-		if idem != nil && tag.RowsAffected() == 0 {
-			return errKeyTaken // a replay answers as the first time, limit or not
-		}
-		if counted.RowsAffected() == 0 {
-			// Past a per-guest limit: roll everything back, nights included.
-			return s.limitRefusal(ctx, tx, req)
 		}
 		return nil
 	})

@@ -66,21 +66,30 @@ func takeStay(ctx context.Context, tx pgx.Tx, region, hotelID, roomTypeID string
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var (
-			night time.Time
-			left  int32
-			c     reservation.NightCount
-		)
-		if err := rows.Scan(&night, &t.price, &t.currency, &t.now, &left, &c.Version); err != nil {
+		if err := t.scanNight(rows); err != nil {
 			return t, fmt.Errorf("take nights: %w", err)
 		}
-		c.Night, c.Available = reservation.DateOf(night).String(), int(left)
-		t.nights, t.counts = append(t.nights, night), append(t.counts, c)
 	}
 	if err := rows.Err(); err != nil {
 		return t, fmt.Errorf("take nights: %w", err)
 	}
 	return t, nil
+}
+
+// scanNight adds a night takeStaySQL returned to t; extra scans the
+// columns after takeStaySQL's.
+func (t *taken) scanNight(rows pgx.Rows, extra ...any) error {
+	var (
+		night time.Time
+		left  int32
+		c     reservation.NightCount
+	)
+	if err := rows.Scan(append([]any{&night, &t.price, &t.currency, &t.now, &left, &c.Version}, extra...)...); err != nil {
+		return err
+	}
+	c.Night, c.Available = reservation.DateOf(night).String(), int(left)
+	t.nights, t.counts = append(t.nights, night), append(t.counts, c)
+	return nil
 }
 
 // soldOut is the answer to a stay that could not be taken: the nights that

@@ -21,6 +21,9 @@ import (
 type Script struct {
 	Name  string
 	Trips []Trip
+	// Pipelined: BEGIN travels with the first trip and COMMIT with the
+	// last, as in the store's pipelined transactions (tx_pipelined.go).
+	Pipelined bool
 }
 
 // Trip is one round trip: its statements travel as one batch.
@@ -54,15 +57,20 @@ func (sc Script) Statements() [][]string {
 		}
 		out = append(out, trip)
 	}
+	if sc.Pipelined && len(out) > 0 {
+		out[0] = append([]string{beginSQL(ReadCommitted)}, out[0]...)
+		out[len(out)-1] = append(out[len(out)-1], commitSQL)
+	}
 	return out
 }
 
 // RunScript runs sc once in a READ COMMITTED transaction with the variables
-// v (updated in place with what the steps return). It runs the statements
-// only: no retry, no fence interpretation, no idempotent replay — a step
-// that fails, or returns no row where one is expected, fails the run.
+// v (updated in place with what the steps return), pipelined as the store
+// runs it when sc.Pipelined. It runs the statements only: no retry, no fence
+// interpretation, no idempotent replay — a step that fails, or returns no
+// row where one is expected, fails the run.
 func (db *DB) RunScript(ctx context.Context, sc Script, v Vars) error {
-	return pgx.BeginTxFunc(ctx, db.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+	run := func(tx pgx.Tx) error {
 		for i, trip := range sc.Trips {
 			if trip.Before != nil {
 				if err := trip.Before(v); err != nil {
@@ -81,7 +89,11 @@ func (db *DB) RunScript(ctx context.Context, sc Script, v Vars) error {
 				}
 				b.Queue(s.SQL, args...)
 			}
-			br := tx.SendBatch(ctx, b)
+			send := tx.SendBatch
+			if sc.Pipelined && i == len(sc.Trips)-1 {
+				send = func(ctx context.Context, b *pgx.Batch) pgx.BatchResults { return sendAndCommit(ctx, tx, b) }
+			}
+			br := send(ctx, b)
 			for j, s := range trip.Steps {
 				if err := runStep(br, s, v); err != nil {
 					br.Close()
@@ -93,7 +105,11 @@ func (db *DB) RunScript(ctx context.Context, sc Script, v Vars) error {
 			}
 		}
 		return nil
-	})
+	}
+	if sc.Pipelined && db.Engine == EnginePostgres {
+		return db.attemptPipelined(ctx, run)
+	}
+	return pgx.BeginTxFunc(ctx, db.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, run)
 }
 
 func runStep(br pgx.BatchResults, s Step, v Vars) error {
@@ -127,32 +143,32 @@ func runStep(br pgx.BatchResults, s Step, v Vars) error {
 	return nil
 }
 
-// HoldScript is the winning path of Store.Hold — nights taken, the guest's
-// hold counted (under the default per-guest limits), reservation,
-// outbox event and key with its answer written — for req under the
-// Idempotency-Key key, as the store in region with hold TTL ttl sends it. The
-// stored answer is the reservation as JSON, the size of what the HTTP layer
-// renders.
+// HoldScript is the winning path of Store.Hold — BEGIN with the nights
+// taken and the guest's hold counted (under the default per-guest limits),
+// then the reservation, outbox event and key with its answer written with
+// COMMIT — for req under the Idempotency-Key key, as the store in region with
+// hold TTL ttl sends it. The stored answer is the reservation as JSON, the
+// size of what the HTTP layer renders.
 func HoldScript(req reservation.HoldRequest, region string, ttl time.Duration, key, requestHash string) (Script, Vars) {
 	v := Vars{
 		"hotel_id": req.HotelID, "room_type_id": req.RoomTypeID, "region": region, "idem_key": key, "request_hash": requestHash,
 		"check_in": req.Stay.CheckIn.Time(), "check_out": req.Stay.CheckOut.Time(), "quantity": req.Quantity,
-		"max_holds": berth.DefaultGuestLimits.Holds, "max_quantity": berth.DefaultGuestLimits.Quantity,
+		"guest_id": req.GuestID, "max_holds": berth.DefaultGuestLimits.Holds, "max_quantity": berth.DefaultGuestLimits.Quantity,
+		"nights": req.Stay.Nights(),
 	}
-	return Script{Name: "hold", Trips: []Trip{
+	return Script{Name: "hold", Pipelined: true, Trips: []Trip{
 		{Steps: []Step{
-			{SQL: takeStaySQL, Args: []string{"hotel_id", "room_type_id", "check_in", "check_out", "quantity", "region"},
-				Returns: []string{"night", "price_cents", "currency", "now", "left", "night_version"}},
+			{SQL: takeHeldStaySQL, Args: []string{"hotel_id", "room_type_id", "check_in", "check_out", "quantity", "region",
+				"guest_id", "max_holds", "max_quantity", "nights"},
+				Returns: []string{"night", "price_cents", "currency", "now", "left", "night_version", "guest_holds"}},
 		}},
 		{Before: func(v Vars) error { return bindHeld(req, region, ttl, v) }, Steps: []Step{
-			{SQL: takeGuestHoldSQL, Args: []string{"hotel_id", "guest_id", "region", "quantity", "max_holds", "max_quantity"},
-				Returns: []string{"guest_holds"}},
 			{SQL: insertReservationSQL, Args: []string{"hotel_id", "reservation_id", "region", "room_type_id", "guest_id",
 				"check_in", "check_out", "quantity", "status", "hold_expires_at", "total_price_cents", "currency",
 				"contact_email", "contact_phone", "created_at"}},
 			{SQL: insertOutboxSQL, Args: []string{"hotel_id", "event_id", "region", "kind", "event_type", "reservation_id",
 				"version", "seq", "payload", "trace_context"}},
-			{SQL: claimAnsweredKeySQL, Args: []string{"hotel_id", "idem_key", "region", "request_hash", "response_status", "response_body"}},
+			{SQL: insertAnsweredKeySQL, Args: []string{"hotel_id", "idem_key", "region", "request_hash", "response_status", "response_body"}},
 		}},
 	}}, v
 }

@@ -18,7 +18,8 @@ import (
 )
 
 // tripRecorder records the statements sent to the database, grouped by
-// round trip (a batch is one trip), leaving out BEGIN/COMMIT/ROLLBACK.
+// round trip (a batch is one trip), leaving out BEGIN/COMMIT/ROLLBACK sent
+// alone (a pipelined transaction sends them inside its batches: they count).
 type tripRecorder struct {
 	mu    sync.Mutex
 	on    bool

@@ -61,10 +61,17 @@ func (db *DB) InTx(ctx context.Context, fn func(pgx.Tx) error) error {
 			return fn(tx)
 		})
 	}
+	return db.retry(ctx, func() error { return db.attempt(ctx, opts, fn) })
+}
+
+// retry runs one attempt of a PostgreSQL transaction until it succeeds, fails
+// for good, or MaxRetries retries of a serialization failure or deadlock
+// were spent (jittered backoff in between).
+func (db *DB) retry(ctx context.Context, attempt func() error) error {
 	backoff := 2 * time.Millisecond
-	for attempt := 0; ; attempt++ {
-		err := db.attempt(ctx, opts, fn)
-		if err == nil || !retryable(err) || attempt >= db.opts.MaxRetries {
+	for n := 0; ; n++ {
+		err := attempt()
+		if err == nil || !retryable(err) || n >= db.opts.MaxRetries {
 			return err
 		}
 		if db.onRetry != nil {
