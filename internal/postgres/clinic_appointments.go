@@ -121,7 +121,18 @@ func expireAppointment(ctx context.Context, tx pgx.Tx, clinicID, apptID string) 
 // the doctor in the window (holdInWindow). When the doctor needs no
 // prepayment the appointment is confirmed in the same transaction. Losing
 // the slot is a committed 409 slot_taken naming alternatives.
+//
+// A window found full a moment ago is asked by a read first
+// (refuseFullWindow): still full, it is refused without a transaction.
 func (c *ClinicStore) Hold(ctx context.Context, req appointment.HoldRequest, idem *berth.Idem) (berth.Response, error) {
+	if resp, ok, err := c.refuseFullWindow(ctx, req, idem); ok {
+		return resp, err
+	}
+	if req.ByWindow() && idem != nil && !idem.Webhook {
+		// A retry of this key meanwhile must wait for this answer, not be
+		// refused by a read that cannot see this transaction's claim.
+		defer c.s.inFlight(req.ClinicID, idem.Key)()
+	}
 	return c.s.write(ctx, berth.KindClinic, req.ClinicID, idem, func(tx pgx.Tx, b *pgx.Batch) (any, error) {
 		statusOf := func(prepay bool) appointment.Status {
 			if prepay {
@@ -213,6 +224,9 @@ func (c *ClinicStore) Hold(ctx context.Context, req appointment.HoldRequest, ide
 	})
 }
 
+// fullWindowDetail is the detail of the refusal of a full window.
+const fullWindowDetail = "no open slot of this doctor in the window"
+
 // holdInWindow takes, for a hold by window, the first open slot of the
 // doctor in the window on a day the guest is free, and says whether the
 // doctor wants prepayment (statusOf turns that into the new appointment's
@@ -263,9 +277,9 @@ func (c *ClinicStore) holdInWindow(ctx context.Context, tx pgx.Tx, req appointme
 	if err := errors.Join(err, altsErr, closeErr); err != nil {
 		return took{}, false, price, fmt.Errorf("read doctor and window: %w", err)
 	}
-	const fullDetail = "no open slot of this doctor in the window"
 	if !open {
-		return took{}, false, price, slotTakenWith(alts, fullDetail)
+		c.full.mark(req, time.Now())
+		return took{}, false, price, slotTakenWith(alts, fullWindowDetail)
 	}
 	loc, err := location(tz)
 	if err != nil {
@@ -285,7 +299,8 @@ func (c *ClinicStore) holdInWindow(ctx context.Context, tx pgx.Tx, req appointme
 	if !ok {
 		// The slots seen open a moment ago went to others (or lie on days
 		// the guest is busy): offer what is open now.
-		return took{}, false, price, slotTaken(ctx, tx, req.ClinicID, req.DoctorID, "", req.GuestID, req.WindowStart, fullDetail)
+		c.full.mark(req, time.Now())
+		return took{}, false, price, slotTaken(ctx, tx, req.ClinicID, req.DoctorID, "", req.GuestID, req.WindowStart, fullWindowDetail)
 	}
 	return t, prepay, price, nil
 }

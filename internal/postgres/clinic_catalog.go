@@ -25,6 +25,8 @@ import (
 type ClinicStore struct {
 	s       *Store
 	holdTTL time.Duration
+	// full: the windows found full a moment ago (clinic_full.go).
+	full fullHints
 }
 
 // DefaultSlotHoldTTL is how long a clinic hold lasts unless configured.

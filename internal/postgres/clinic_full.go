@@ -1,0 +1,151 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/berthhq/berth/internal/appointment"
+	"github.com/berthhq/berth/internal/berth"
+	"github.com/jackc/pgx/v5"
+)
+
+// A full window answered by a read (ADR 0011, "A full window is answered by
+// a read, without a transaction").
+//
+// At a clinic opening most window holds find their window full. Answered in
+// the write transaction, each paid a transaction of its own — the fence and
+// the key claim, the read, the stored answer, the commit — to write nothing
+// but its key. Instead, while a window was found full a moment ago in this
+// process (the hint: a heuristic only, never a decision), a window hold
+// first asks the database in one round trip, outside any transaction,
+// whether the clinic is homed here, whether the window still has a takeable
+// slot, which alternatives to offer, and whether its Idempotency-Key has an
+// answer. A window still full, of a clinic homed here, with a key that has
+// no answer and no hold running in this process, is refused at once with
+// the alternatives; like the sold-out cache's refusals (ADR 0008) it commits
+// nothing, so nothing is stored with the key and a retry asks again.
+// Anything else — an open slot, a key with an answer or in flight, another
+// home, an unknown clinic or doctor — goes the ordinary way, which decides.
+// The read is the database's state after the request arrived, so the answer
+// is as fresh as the transaction's own read would have been: no bound to
+// state, nothing to invalidate.
+
+// fullHintFor is how long a window found full makes the next holds of the
+// same window ask the read first.
+const fullHintFor = time.Second
+
+// fullHintMax bounds the hints kept; past it the lapsed ones are dropped.
+const fullHintMax = 4096
+
+// fullHints remembers the windows recently found full in this process.
+type fullHints struct {
+	mu   sync.Mutex
+	seen map[string]time.Time
+}
+
+func fullHintKey(req appointment.HoldRequest) string {
+	return req.ClinicID + "|" + req.DoctorID + "|" + req.WindowStart.UTC().Format(time.RFC3339Nano) + "|" +
+		req.WindowEnd.UTC().Format(time.RFC3339Nano)
+}
+
+func (h *fullHints) mark(req appointment.HoldRequest, now time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.seen == nil {
+		h.seen = map[string]time.Time{}
+	}
+	if len(h.seen) >= fullHintMax {
+		for k, at := range h.seen {
+			if now.Sub(at) >= fullHintFor {
+				delete(h.seen, k)
+			}
+		}
+	}
+	if len(h.seen) < fullHintMax {
+		h.seen[fullHintKey(req)] = now
+	}
+}
+
+func (h *fullHints) recent(req appointment.HoldRequest, now time.Time) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	at, ok := h.seen[fullHintKey(req)]
+	return ok && now.Sub(at) < fullHintFor
+}
+
+// The read of a window hold before its transaction, in one round trip: the
+// clinic's home (no FOR SHARE: nothing is written), whether the window has a
+// takeable slot (holdInWindow's first read), the alternatives
+// (alternativesSQL) and the key's stored answer.
+const windowHomeSQL = `SELECT home_region FROM placements WHERE kind = $1 AND partition_id = $2`
+
+const windowOpenSQL = `SELECT EXISTS (SELECT 1 FROM slots s WHERE s.clinic_id = d.clinic_id AND s.doctor_id = d.doctor_id
+		AND s.starts_at >= $3 AND s.starts_at < $4 AND s.starts_at > now() AND ` + takeableSQL + `)
+	FROM doctors d WHERE d.clinic_id = $1 AND d.doctor_id = $2`
+
+const windowKeySQL = `SELECT request_hash, response_status, response_body FROM idempotency_keys
+	WHERE partition_id = $1 AND idem_key = $2`
+
+// refuseFullWindow answers a window hold by a read when the window was found
+// full a moment ago and still is (ok); otherwise the hold goes on to its
+// transaction.
+func (c *ClinicStore) refuseFullWindow(ctx context.Context, req appointment.HoldRequest, idem *berth.Idem) (berth.Response, bool, error) {
+	if idem == nil || idem.Webhook || !req.ByWindow() || !c.full.recent(req, time.Now()) || c.s.holdRunning(req.ClinicID, idem.Key) {
+		return berth.Response{}, false, nil
+	}
+	b := &pgx.Batch{}
+	b.Queue(windowHomeSQL, string(berth.KindClinic), req.ClinicID)
+	b.Queue(windowOpenSQL, req.ClinicID, req.DoctorID, req.WindowStart, req.WindowEnd)
+	b.Queue(alternativesSQL, req.ClinicID, req.DoctorID, "", req.WindowStart, appointment.AlternativeCandidates)
+	b.Queue(windowKeySQL, req.ClinicID, idem.Key)
+	br := c.s.db.pool.SendBatch(ctx, b)
+	var (
+		home             string
+		open             bool
+		alts             []appointment.Slot
+		hash             string
+		status           *int32
+		body             []byte
+		keyFound         = true
+		homeErr, openErr error
+		altsErr, keyErr  error
+	)
+	homeErr = br.QueryRow().Scan(&home)
+	openErr = br.QueryRow().Scan(&open)
+	if rows, err := br.Query(); err != nil {
+		altsErr = err
+	} else {
+		alts, altsErr = spreadAlternatives(rows, req.DoctorID, req.GuestID, req.WindowStart)
+	}
+	keyErr = br.QueryRow().Scan(&hash, &status, &body)
+	if errors.Is(keyErr, pgx.ErrNoRows) {
+		keyFound, keyErr = false, nil
+	}
+	closeErr := br.Close()
+	if errors.Is(homeErr, pgx.ErrNoRows) || errors.Is(openErr, pgx.ErrNoRows) {
+		return berth.Response{}, false, nil // no such clinic or doctor: the transaction says so
+	}
+	if err := errors.Join(homeErr, openErr, altsErr, keyErr, closeErr); err != nil {
+		return berth.Response{}, true, classify(fmt.Errorf("read a window: %w", err))
+	}
+	if home != c.s.region || open {
+		return berth.Response{}, false, nil
+	}
+	if keyFound {
+		if hash != idem.Hash {
+			return berth.Response{}, true, berth.Errorf(berth.CodeIdempotencyKeyReused,
+				"this Idempotency-Key was used with a different request")
+		}
+		if status == nil {
+			return berth.Response{}, false, nil // claimed and not answered: the transaction waits for it
+		}
+		return berth.Response{Status: int(*status), Body: body, Replayed: true}, true, nil
+	}
+	c.full.mark(req, time.Now())
+	resp := berth.Response{}
+	resp.Status, resp.Body = idem.Render(nil, slotTakenWith(alts, fullWindowDetail))
+	return resp, true, nil
+}
