@@ -8,8 +8,9 @@
 // (upgrades, and relocation sagas to a sister hotel homed in the other
 // region; walks_test.go), and inject faults one after another:
 // latency, resets and timeouts on every dependency, kill -9 of a booking
-// service (once between the relay's publish and its mark-sent), a
-// PostgreSQL crash-restart, a NATS restart and a Redis flush.
+// service (once between the relay's publish and its mark-sent, once while
+// relocation sagas have a step pending there), a PostgreSQL crash-restart,
+// a NATS restart and a Redis flush.
 //
 // Every client outcome is recorded as ok, rejected (an expected 409),
 // failed (a definite 4xx) or unknown (timeout, connection error, 5xx);

@@ -60,6 +60,7 @@ func (s *stack) faults(long bool) []fault {
 			heal:   func(context.Context) (string, error) { return "", s.booking["us-east"].start() },
 		},
 		s.relayKillFault(),
+		s.walkKillFault(),
 		{Name: "pg-restart", Target: "postgresql", What: "pg_ctl restart -m immediate (crash, recovery, restart)",
 			inject: func(context.Context) error { return s.pg.restart() },
 		},

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthhq/berth/internal/dbtest"
 	"github.com/berthhq/berth/internal/postgres"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -205,6 +206,21 @@ func (rep *report) audit(t *testing.T, ctx context.Context, s *stack, l *load, m
 		}
 		rep.Walks = wa
 		rep.addWalkChecks(add, info, wa, rep.walksLeft)
+		if kw := faultNamed(rep.Faults, "kill-walk"); kw != nil {
+			add("kill-walk caught walks mid-saga", len(s.caughtWalks) > 0, kw.Note)
+		}
+		if len(s.caughtWalks) > 0 {
+			var walked, undone int
+			err := dbtest.SQL(s.db).QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'walked'), count(*) FILTER (WHERE status = 'confirmed')
+				FROM reservations WHERE reservation_id = ANY($1::UUID[])`, s.caughtWalks).Scan(&walked, &undone)
+			if err != nil {
+				add("walks caught by kill-walk", false, err.Error())
+			} else {
+				add("every walk caught by kill-walk ended walked or undone", walked+undone == len(s.caughtWalks),
+					fmt.Sprintf("%d caught mid-saga: %d walked, %d undone, %d otherwise", len(s.caughtWalks), walked, undone,
+						len(s.caughtWalks)-walked-undone))
+			}
+		}
 	}
 	unresolved := rep.Final[outUnknown.String()]
 	var unknownFirst int
@@ -264,6 +280,16 @@ func (rep *report) audit(t *testing.T, ctx context.Context, s *stack, l *load, m
 		add("progress after "+f.Name, f.Progress && f.TimeToSuccess <= progressBound, fmt.Sprintf("first successful hold %s after healing", fmtDur(f.TimeToSuccess, f.Progress)))
 	}
 	rep.Finished = time.Now().UTC()
+}
+
+// faultNamed returns the result of the fault called name (nil if none ran).
+func faultNamed(fs []faultResult, name string) *faultResult {
+	for i := range fs {
+		if fs[i].Name == name {
+			return &fs[i]
+		}
+	}
+	return nil
 }
 
 func (l *load) snapshotChains() []*chain {

@@ -59,6 +59,10 @@ type stack struct {
 	routers    map[string]*proc
 	routerURLs map[string]string
 	pgProxies  []string // proxies in front of PostgreSQL
+	// walkPairs are the walk hotels (seedWalks); caughtWalks the stays the
+	// kill-walk fault caught mid-saga.
+	walkPairs   []*walkPair
+	caughtWalks []string
 }
 
 // bookingProxy names the PostgreSQL proxy a region's booking service uses:

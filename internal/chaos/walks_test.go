@@ -47,10 +47,12 @@ const walkResumeAfter = 10 * time.Second
 
 // seedWalks creates the two pairs (original in one region, sister in the
 // other), all of one chain in one city, in a zone where it is mid-day so
-// "today" does not change during the run. Each original sells 125 % of 80
+// "today" does not change during the run. Each original sells 125 % of 320
 // rooms of its booked type but has 2 physical rooms (every later arrival
 // is walked); its suite type has 2 rooms to upgrade to. The first sister
-// has 150 rooms, the second 10 (its later walks are undone).
+// has 400 rooms, the second 10 (its later walks are undone, and those
+// guests keep their nights at the original). The counts keep the
+// originals selling through the long run's faults.
 func (s *stack) seedWalks(t *testing.T) ([]*walkPair, time.Time) {
 	t.Helper()
 	loc := midDayZone(t)
@@ -81,11 +83,11 @@ func (s *stack) seedWalks(t *testing.T) ([]*walkPair, time.Time) {
 		other := s.regions[(i+1)%len(s.regions)]
 		p := &walkPair{}
 		p.Orig = hotel{ID: mkHotel(r, "Chaos walks "+r), Region: r}
-		p.Orig.RoomTypeID = mkType(r, p.Orig.ID, "Double", 12000, 25, 80)
+		p.Orig.RoomTypeID = mkType(r, p.Orig.ID, "Double", 12000, 25, 320)
 		mkRooms(r, p.Orig.ID, p.Orig.RoomTypeID, "D", 2)
 		p.Suite = mkType(r, p.Orig.ID, "Suite", 30000, 0, 2)
 		mkRooms(r, p.Orig.ID, p.Suite, "S", 2)
-		sisterRooms := 150
+		sisterRooms := 400
 		if i == 1 {
 			sisterRooms = 10
 		}
@@ -93,7 +95,90 @@ func (s *stack) seedWalks(t *testing.T) ([]*walkPair, time.Time) {
 		p.Sister.RoomTypeID = mkType(other, p.Sister.ID, "Double", 9000, 0, sisterRooms)
 		pairs = append(pairs, p)
 	}
+	s.walkPairs = pairs
 	return pairs, today
+}
+
+// walkKillFault kills the us-east booking service while relocation sagas
+// have a step pending there: a walk of the us-east original held at its
+// sister (eu-west) but not yet walked — us-east's consumer is finishing it
+// or about to — or a walk of the eu-west original requested of its sister
+// in us-east and not yet decided there. It slows us-east's database link
+// (700 ms) so those steps' transactions are in flight for seconds, and
+// kills as soon as one such walk exists (a step's transaction dies with
+// the process, its message unacked, and comes back to the restarted
+// consumer). The report says how many walks were caught.
+func (s *stack) walkKillFault() fault {
+	var caught string
+	return fault{Name: "kill-walk", Target: "booking us-east (walk consumer)",
+		What: "kill -9 of the us-east booking service while relocation sagas have a step pending there (held at the sister, not yet walked; or requested of its sister, not yet decided)",
+		inject: func(ctx context.Context) error {
+			caught = ""
+			if len(s.walkPairs) < 2 {
+				s.booking["us-east"].kill()
+				caught = "no walk hotels: killed at an arbitrary point"
+				return nil
+			}
+			var east, west *walkPair
+			for _, p := range s.walkPairs {
+				switch p.Orig.Region {
+				case "us-east":
+					east = p
+				case "eu-west":
+					west = p
+				}
+			}
+			if err := s.prox.toxic("pg-us-east", "latency", "downstream", `{"latency":700}`); err != nil {
+				return err
+			}
+			var lastErr error
+			deadline := time.Now().Add(30 * time.Second)
+			for time.Now().Before(deadline) && ctx.Err() == nil {
+				rows, err := dbtest.SQL(s.db).Query(ctx, `SELECT r.reservation_id::TEXT, r.hotel_id = $1::UUID FROM reservations r
+					WHERE r.status = 'walking' AND (
+					  (r.hotel_id = $1::UUID AND EXISTS (SELECT 1 FROM walk_outcomes o WHERE o.hotel_id = r.walk_hotel_id AND o.walk_id = r.walk_reservation_id))
+					  OR (r.hotel_id = $2::UUID AND NOT EXISTS (SELECT 1 FROM walk_outcomes o WHERE o.hotel_id = r.walk_hotel_id AND o.walk_id = r.walk_reservation_id)))`,
+					east.Orig.ID, west.Orig.ID)
+				if err != nil {
+					lastErr = err
+					time.Sleep(50 * time.Millisecond)
+					continue
+				}
+				var ids []string
+				var held, requested int
+				for rows.Next() {
+					var id string
+					var atEast bool
+					if rows.Scan(&id, &atEast) == nil {
+						ids = append(ids, id)
+						if atEast {
+							held++
+						} else {
+							requested++
+						}
+					}
+				}
+				rows.Close()
+				if len(ids) > 0 {
+					s.booking["us-east"].kill()
+					s.caughtWalks = append(s.caughtWalks, ids...)
+					caught = fmt.Sprintf("killed with %d walk(s) held at the sister and not yet walked in us-east, %d requested of the us-east sister and not yet decided", held, requested)
+					return nil
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			s.booking["us-east"].kill()
+			caught = "no walk pending in us-east within 30 s: killed at an arbitrary point"
+			if lastErr != nil {
+				caught += fmt.Sprintf(" (last query error: %v)", lastErr)
+			}
+			return nil
+		},
+		heal: func(context.Context) (string, error) {
+			s.prox.heal("pg-us-east")
+			return caught, s.booking["us-east"].start()
+		},
+	}
 }
 
 // walk runs one arriving guest through the routers as the desk would: a
