@@ -32,6 +32,7 @@ import (
 	"github.com/berthhq/berth/internal/berth"
 	"github.com/berthhq/berth/internal/postgres"
 	"github.com/berthhq/berth/internal/reservation"
+	"github.com/berthhq/berth/loadtest/internal/cpu"
 	"github.com/berthhq/berth/loadtest/internal/engine"
 	"github.com/berthhq/berth/loadtest/internal/seed"
 	"github.com/google/uuid"
@@ -70,6 +71,17 @@ type Row struct {
 	// Batches and Batched: the batched leg's batch transactions and the
 	// holds decided in them (the rest ran alone).
 	Batches, Batched int64
+	// BackendCPU and ClientCPU: the CPU time the leg cost the database's
+	// backends and its client (cpu.go).
+	BackendCPU, ClientCPU time.Duration
+}
+
+// CPUPerTx is the CPU time, backends and client, per committed transaction.
+func (r Row) CPUPerTx() time.Duration {
+	if r.Ops == 0 {
+		return 0
+	}
+	return (r.BackendCPU + r.ClientCPU) / time.Duration(r.Ops)
 }
 
 // Rate is committed transactions per second.
@@ -242,6 +254,11 @@ func Run(ctx context.Context, adminURL string, o Options) ([]Row, error) {
 	store.SetHoldBatch(0) // one transaction per hold
 	batched := postgres.NewStore(db, region, 10*time.Minute)
 	batched.SetHoldBatch(max(o.Batch, 2))
+	meterConn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return nil, err
+	}
+	defer meterConn.Close(context.WithoutCancel(ctx))
 	var rows []Row
 	for _, shape := range []string{"spread", "hot"} {
 		hot := shape == "hot"
@@ -300,15 +317,27 @@ func Run(ctx context.Context, adminURL string, o Options) ([]Row, error) {
 			if ctx.Err() != nil {
 				return rows, ctx.Err()
 			}
+			meter := meterBackends(ctx, meterConn)
+			self := selfCPU()
 			row, err := l.run()
+			if l.client != "pgbench" {
+				row.ClientCPU = selfCPU() - self // pgbench's own is its process's
+			}
+			backends, merr := meter.Stop()
 			if errors.Is(err, errSkip) {
 				continue
+			}
+			if err == nil && merr != nil {
+				err = fmt.Errorf("backend CPU: %w", merr)
 			}
 			if err != nil {
 				return rows, fmt.Errorf("%s (%s, %s): %w", l.leg, l.client, shape, err)
 			}
+			row.BackendCPU = backends
 			row.Leg, row.Client, row.Shape = l.leg, l.client, shape
-			o.logf("txcost: %-18s %-10s %-6s %7.0f tx/s  failed %d%s", row.Leg, row.Client, row.Shape, row.Rate(), row.Failed, row.batchNote())
+			o.logf("txcost: %-18s %-10s %-6s %7.0f tx/s  %4.0f µs CPU/tx (backends %.0f, client %.0f)  failed %d  load %.1f%s", row.Leg, row.Client,
+				row.Shape, row.Rate(), micros(row.CPUPerTx()), perTx(row.BackendCPU, row.Ops), perTx(row.ClientCPU, row.Ops), row.Failed,
+				cpu.LoadAverage(), row.batchNote())
 			rows = append(rows, row)
 		}
 	}
@@ -410,7 +439,7 @@ func (o Options) runPgBench(ctx context.Context, bin, dbURL string, sc postgres.
 	if err := cmd.Run(); err != nil {
 		return Row{}, fmt.Errorf("pgbench: %w\n%s", err, out.String())
 	}
-	row := Row{Seconds: float64(secs)}
+	row := Row{Seconds: float64(secs), ClientCPU: cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()}
 	sc2 := bufio.NewScanner(&out)
 	for sc2.Scan() {
 		line := sc2.Text()
@@ -464,15 +493,25 @@ func Print(w io.Writer, o Options, rows []Row) {
 		}
 		return fmt.Sprintf("%.2f", r.Rate()/b)
 	}
+	// The CPU ratio is oriented as the rate's: the minimal transaction's
+	// CPU per transaction over the leg's (above 1: the leg is cheaper).
+	cpuRatio := func(r Row) string {
+		for _, m := range rows {
+			if m.Leg == LegMinimal && m.Client == "pgbench" && m.Shape == r.Shape && r.CPUPerTx() > 0 {
+				return fmt.Sprintf("%.2f", float64(m.CPUPerTx())/float64(r.CPUPerTx()))
+			}
+		}
+		return "—"
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "leg\tclient\tshape\ttx/s\tfailed\tp50 ms\tp99 ms\t÷ minimal (pgbench)\t÷ minimal (pgx)\t")
+	fmt.Fprintln(tw, "leg\tclient\tshape\ttx/s\tfailed\tp50 ms\tp99 ms\t÷ minimal (pgbench)\t÷ minimal (pgx)\tµs CPU/tx\t÷ minimal by CPU (pgbench)\t")
 	for _, r := range rows {
 		p50, p99 := fmt.Sprintf("%.2f", r.P50Ms), fmt.Sprintf("%.2f", r.P99Ms)
 		if r.Client == "pgbench" {
 			p50, p99 = fmt.Sprintf("(mean %.2f)", r.P50Ms), "—"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%d\t%s\t%s\t%s\t%s\t\n", r.Leg, r.Client, r.Shape, r.Rate(), r.Failed, p50, p99,
-			ratio(r, "pgbench"), ratio(r, "pgx"))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%d\t%s\t%s\t%s\t%s\t%.0f\t%s\t\n", r.Leg, r.Client, r.Shape, r.Rate(), r.Failed, p50, p99,
+			ratio(r, "pgbench"), ratio(r, "pgx"), micros(r.CPUPerTx()), cpuRatio(r))
 	}
 	tw.Flush()
 	for _, r := range rows {
@@ -485,6 +524,16 @@ func Print(w io.Writer, o Options, rows []Row) {
 			fmt.Fprintf(w, "%s (%s, %s): first failure: %s\n", r.Leg, r.Client, r.Shape, r.FirstError)
 		}
 	}
+}
+
+func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+// perTx is d per transaction in µs.
+func perTx(d time.Duration, ops int64) float64 {
+	if ops == 0 {
+		return 0
+	}
+	return micros(d) / float64(ops)
 }
 
 // Verify fails the run when a leg failed transactions: a yardstick that
