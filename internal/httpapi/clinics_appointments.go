@@ -281,10 +281,10 @@ func (s *Server) rescheduleAppointment(w http.ResponseWriter, r *http.Request) e
 	return nil
 }
 
-// pushTokenField checks the optional device token of an appointment: an FCM
-// registration token is some hundred characters of letters, digits and
-// ":_-."; anything else (spaces, other bytes, a kilobyte or more) is refused
-// before it reaches a provider.
+// pushTokenField checks the optional device token of a hold (a reservation
+// or an appointment): an FCM registration token is some hundred characters
+// of letters, digits and ":_-."; anything else (spaces, other bytes, a
+// kilobyte or more) is refused before it reaches a provider.
 func pushTokenField(f *Fields, token string) {
 	if token == "" {
 		return

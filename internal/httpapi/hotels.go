@@ -435,6 +435,8 @@ type holdRequest struct {
 	Quantity     int    `json:"quantity"`
 	ContactEmail string `json:"contact_email,omitempty"`
 	ContactPhone string `json:"contact_phone,omitempty"`
+	// ContactPushToken is the guest app's device token for push (FCM).
+	ContactPushToken string `json:"contact_push_token,omitempty"`
 }
 
 // render returns the Render func of an idempotent write: the value as JSON
@@ -491,6 +493,7 @@ func (s *Server) hold(w http.ResponseWriter, r *http.Request) error {
 		f.Add("quantity", "want 1 to 50")
 	}
 	contactFields(&f, req.ContactEmail, req.ContactPhone)
+	pushTokenField(&f, req.ContactPushToken)
 	if err := f.Err(); err != nil {
 		return err
 	}
@@ -503,6 +506,7 @@ func (s *Server) hold(w http.ResponseWriter, r *http.Request) error {
 	resp, err := s.cfg.Hotels.Hold(r.Context(), reservation.HoldRequest{
 		ReservationID: uuid.NewString(), HotelID: hotelID, RoomTypeID: strings.ToLower(req.RoomTypeID), GuestID: guestID,
 		Stay: stay, Quantity: req.Quantity, ContactEmail: req.ContactEmail, ContactPhone: req.ContactPhone,
+		ContactPushToken: req.ContactPushToken,
 	}, &berth.Idem{Key: key, Hash: RequestHash("hold:"+hotelID, p.Subject, req), Render: render(http.StatusCreated)})
 	if err != nil {
 		return err

@@ -153,6 +153,12 @@ func TestWalksAtTheDesk(t *testing.T) {
 	if r.Status != http.StatusConflict || len(optionIDs(r, "upgrades", "room_type_id")) != 0 || len(optionIDs(r, "relocations", "hotel_id")) != 1 {
 		t.Fatalf("check-in of the third: %d %s", r.Status, r.Body)
 	}
+	// Cy's app registered for push (the hold's contact_push_token): the
+	// token follows cy to the new stay, as the e-mail and phone do.
+	const cyToken = "fcm:cy-device_1"
+	if _, err := dbtest.SQL(env.DB).Exec(ctx, `UPDATE reservations SET contact_push_token = $2 WHERE reservation_id = $1`, third, cyToken); err != nil {
+		t.Fatal(err)
+	}
 	r = desk(env, h, third, "relocate", map[string]any{"hotel_id": sister})
 	walk, _ := r.JSON()["walk"].(map[string]any)
 	if r.Status != http.StatusAccepted || r.JSON()["status"] != "walking" || walk["hotel_id"] != sister {
@@ -171,7 +177,8 @@ func TestWalksAtTheDesk(t *testing.T) {
 	}
 	moved := getReservation(env, sister, walkID)
 	from, _ := moved["relocated_from"].(map[string]any)
-	if moved["status"] != "confirmed" || moved["guest_id"] != "cy" || from["reservation_id"] != third || moved["room_type_id"] != sisterType {
+	if moved["status"] != "confirmed" || moved["guest_id"] != "cy" || from["reservation_id"] != third || moved["room_type_id"] != sisterType ||
+		moved["contact_push_token"] != cyToken {
 		t.Fatalf("relocated stay: %v", moved)
 	}
 	var amount int64

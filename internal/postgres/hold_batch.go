@@ -385,11 +385,12 @@ RETURNING g.guest_id`
 // (insertReservationSQL, one row per winner).
 const insertBatchReservationsSQL = `
 INSERT INTO reservations (hotel_id, reservation_id, home_region, room_type_id, guest_id, check_in, check_out,
-		quantity, status, hold_expires_at, total_price_cents, currency, contact_email, contact_phone, version, created_at, updated_at)
+		quantity, status, hold_expires_at, total_price_cents, currency, contact_email, contact_phone, version, created_at, updated_at,
+		contact_push_token)
 SELECT $1::UUID, r.id, $2::TEXT, $3::UUID, r.guest, r.check_in, r.check_out, r.qty, 'held', $4::TIMESTAMPTZ, r.price, $5::TEXT,
-       NULLIF(r.email, ''), NULLIF(r.phone, ''), 1, $6::TIMESTAMPTZ, $6::TIMESTAMPTZ
-FROM unnest($7::UUID[], $8::TEXT[], $9::DATE[], $10::DATE[], $11::INT4[], $12::INT8[], $13::TEXT[], $14::TEXT[])
-     AS r(id, guest, check_in, check_out, qty, price, email, phone)`
+       NULLIF(r.email, ''), NULLIF(r.phone, ''), 1, $6::TIMESTAMPTZ, $6::TIMESTAMPTZ, NULLIF(r.push, '')
+FROM unnest($7::UUID[], $8::TEXT[], $9::DATE[], $10::DATE[], $11::INT4[], $12::INT8[], $13::TEXT[], $14::TEXT[], $15::TEXT[])
+     AS r(id, guest, check_in, check_out, qty, price, email, phone, push)`
 
 // insertBatchEventsSQL writes every winner's reservation.held event
 // (insertOutboxSQL, one row per winner, seq in arrival order).
@@ -425,10 +426,10 @@ func (s *Store) writeBatch(ctx context.Context, tx pgx.Tx, plan []*holdCall, cla
 	takes := map[string]take{}
 	var (
 		res struct {
-			ids, guests, emails, phones []string
-			ins, outs                   []time.Time
-			qtys                        []int32
-			prices                      []int64
+			ids, guests, emails, phones, pushes []string
+			ins, outs                           []time.Time
+			qtys                                []int32
+			prices                              []int64
 		}
 		ev struct {
 			ids, aggregates, payloads []string
@@ -462,6 +463,7 @@ func (s *Store) writeBatch(ctx context.Context, tx pgx.Tx, plan []*holdCall, cla
 			r := heldReservation(c.req, t)
 			res.ids, res.guests, res.emails, res.phones = append(res.ids, r.ID), append(res.guests, r.GuestID),
 				append(res.emails, r.ContactEmail), append(res.phones, r.ContactPhone)
+			res.pushes = append(res.pushes, r.ContactPushToken)
 			res.ins, res.outs = append(res.ins, r.CheckIn.Time()), append(res.outs, r.CheckOut.Time())
 			res.qtys, res.prices = append(res.qtys, int32(r.Quantity)), append(res.prices, r.TotalPriceCents)
 			e := reservationInventoryEvent(reservation.EventHeld, r, counts)
@@ -515,7 +517,7 @@ func (s *Store) writeBatch(ctx context.Context, tx pgx.Tx, plan []*holdCall, cla
 		b.Queue(takeBatchSQL, hotelID, roomTypeID, dates, rooms, bumps, s.region)
 		b.Queue(countBatchGuestsSQL, hotelID, s.region, res.guests, res.qtys, s.limits.Holds, s.limits.Quantity)
 		b.Queue(insertBatchReservationsSQL, hotelID, s.region, roomTypeID, t.expiresAt.UTC(), t.currency, t.now.UTC(),
-			res.ids, res.guests, res.ins, res.outs, res.qtys, res.prices, res.emails, res.phones)
+			res.ids, res.guests, res.ins, res.outs, res.qtys, res.prices, res.emails, res.phones, res.pushes)
 		b.Queue(insertBatchEventsSQL, hotelID, s.region, string(berth.KindHotel), reservation.EventHeld,
 			ev.ids, ev.aggregates, ev.versions, ev.seqs, ev.payloads, ev.traces)
 	}

@@ -25,20 +25,21 @@ var viewSources = []viewSource{
 		kind: "hotel", table: "reservations",
 		query: `SELECT hotel_id::TEXT, reservation_id::TEXT, guest_id, status, check_in, check_out, quantity,
 			COALESCE(contact_email, ''), COALESCE(contact_phone, ''), version, updated_at,
-			COALESCE(relocated_from_reservation_id::TEXT, '')
+			COALESCE(relocated_from_reservation_id::TEXT, ''), COALESCE(contact_push_token, '')
 			FROM reservations WHERE (hotel_id, reservation_id) > ($1::UUID, $2::UUID)
 			ORDER BY hotel_id, reservation_id LIMIT $3`,
 		scan: func(rows pgx.Rows) (view.Item, error) {
 			var (
-				pid, id, guest, status, email, phone, from string
-				in, out, updated                           time.Time
-				qty                                        int32
-				version                                    int64
+				pid, id, guest, status, email, phone, from, push string
+				in, out, updated                                 time.Time
+				qty                                              int32
+				version                                          int64
 			)
-			if err := rows.Scan(&pid, &id, &guest, &status, &in, &out, &qty, &email, &phone, &version, &updated, &from); err != nil {
+			if err := rows.Scan(&pid, &id, &guest, &status, &in, &out, &qty, &email, &phone, &version, &updated, &from, &push); err != nil {
 				return view.Item{}, err
 			}
 			it, err := view.HotelItem(pid, id, guest, status, in.Format(time.DateOnly), out.Format(time.DateOnly), int(qty), email, phone, version, updated)
+			it.ContactPushToken = push
 			view.Relocated(&it, from)
 			return it, err
 		},

@@ -203,19 +203,21 @@ func heldReservation(req reservation.HoldRequest, t taken) reservation.Reservati
 		CheckIn: req.Stay.CheckIn, CheckOut: req.Stay.CheckOut, Quantity: req.Quantity,
 		Status: reservation.StatusHeld, HoldExpiresAt: t.expiresAt.UTC(),
 		TotalPriceCents: t.price * int64(req.Quantity) * int64(req.Stay.Nights()), Currency: t.currency,
-		ContactEmail: req.ContactEmail, ContactPhone: req.ContactPhone,
+		ContactEmail: req.ContactEmail, ContactPhone: req.ContactPhone, ContactPushToken: req.ContactPushToken,
 		Version: 1, CreatedAt: t.now.UTC(), UpdatedAt: t.now.UTC(),
 	}
 }
 
 // insertReservationSQL records a new held reservation.
 const insertReservationSQL = `INSERT INTO reservations (hotel_id, reservation_id, home_region, room_type_id, guest_id, check_in, check_out,
-		quantity, status, hold_expires_at, total_price_cents, currency, contact_email, contact_phone, version, created_at, updated_at)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, NULLIF($13, ''), NULLIF($14, ''), 1, $15, $15)`
+		quantity, status, hold_expires_at, total_price_cents, currency, contact_email, contact_phone, version, created_at, updated_at,
+		contact_push_token)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, NULLIF($13, ''), NULLIF($14, ''), 1, $15, $15, NULLIF($16, ''))`
 
 func queueInsertReservation(b *pgx.Batch, region string, r reservation.Reservation) {
 	b.Queue(insertReservationSQL, r.HotelID, r.ID, region, r.RoomTypeID, r.GuestID, r.CheckIn.Time(), r.CheckOut.Time(),
-		r.Quantity, string(r.Status), r.HoldExpiresAt, r.TotalPriceCents, r.Currency, r.ContactEmail, r.ContactPhone, r.CreatedAt)
+		r.Quantity, string(r.Status), r.HoldExpiresAt, r.TotalPriceCents, r.Currency, r.ContactEmail, r.ContactPhone, r.CreatedAt,
+		r.ContactPushToken)
 }
 
 func reservationEvent(typ string, r reservation.Reservation) event {
@@ -226,7 +228,7 @@ const reservationColumns = `reservation_id::TEXT, hotel_id::TEXT, room_type_id::
 	status, hold_expires_at, total_price_cents, currency, COALESCE(payment_ref, ''), COALESCE(contact_email, ''),
 	COALESCE(contact_phone, ''), version, created_at, updated_at, released_from, COALESCE(waitlist_entry_id::TEXT, ''),
 	COALESCE(upgraded_from::TEXT, ''), COALESCE(walk_hotel_id::TEXT, ''), COALESCE(walk_reservation_id::TEXT, ''),
-	COALESCE(relocated_from_hotel_id::TEXT, ''), COALESCE(relocated_from_reservation_id::TEXT, '')`
+	COALESCE(relocated_from_hotel_id::TEXT, ''), COALESCE(relocated_from_reservation_id::TEXT, ''), COALESCE(contact_push_token, '')`
 
 func scanReservation(row pgx.Row) (reservation.Reservation, error) {
 	var (
@@ -240,7 +242,8 @@ func scanReservation(row pgx.Row) (reservation.Reservation, error) {
 	)
 	err := row.Scan(&r.ID, &r.HotelID, &r.RoomTypeID, &r.GuestID, &ci, &co, &qty, &status, &r.HoldExpiresAt,
 		&r.TotalPriceCents, &r.Currency, &r.PaymentRef, &r.ContactEmail, &r.ContactPhone, &r.Version, &r.CreatedAt, &r.UpdatedAt,
-		&released, &r.WaitlistEntryID, &r.UpgradedFrom, &walk.HotelID, &walk.ReservationID, &from.HotelID, &from.ReservationID)
+		&released, &r.WaitlistEntryID, &r.UpgradedFrom, &walk.HotelID, &walk.ReservationID, &from.HotelID, &from.ReservationID,
+		&r.ContactPushToken)
 	if walk.ReservationID != "" {
 		r.Walk = &walk
 	}

@@ -165,7 +165,7 @@ func HoldScript(req reservation.HoldRequest, region string, ttl time.Duration, k
 		{Before: func(v Vars) error { return bindHeld(req, region, ttl, v) }, Steps: []Step{
 			{SQL: insertReservationSQL, Args: []string{"hotel_id", "reservation_id", "region", "room_type_id", "guest_id",
 				"check_in", "check_out", "quantity", "status", "hold_expires_at", "total_price_cents", "currency",
-				"contact_email", "contact_phone", "created_at"}},
+				"contact_email", "contact_phone", "created_at", "contact_push_token"}},
 			{SQL: insertOutboxSQL, Args: []string{"hotel_id", "event_id", "region", "kind", "event_type", "reservation_id",
 				"version", "seq", "payload", "trace_context"}},
 			{SQL: insertAnsweredKeySQL, Args: []string{"hotel_id", "idem_key", "region", "request_hash", "response_status", "response_body"}},
@@ -204,7 +204,8 @@ func bindHeld(req reservation.HoldRequest, region string, ttl time.Duration, v V
 	for name, val := range map[string]any{
 		"reservation_id": r.ID, "guest_id": r.GuestID, "status": string(r.Status), "hold_expires_at": r.HoldExpiresAt,
 		"total_price_cents": r.TotalPriceCents, "contact_email": r.ContactEmail, "contact_phone": r.ContactPhone,
-		"created_at": r.CreatedAt, "event_id": newEventID(), "kind": string(ev.kind), "event_type": ev.typ, "version": ev.version,
+		"contact_push_token": r.ContactPushToken,
+		"created_at":         r.CreatedAt, "event_id": newEventID(), "kind": string(ev.kind), "event_type": ev.typ, "version": ev.version,
 		"seq": 0, "payload": evPayload, "trace_context": (*string)(nil), "response_status": 201, "response_body": payload, "region": region,
 	} {
 		v[name] = val

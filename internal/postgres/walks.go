@@ -325,7 +325,7 @@ func walkRequest(r reservation.Reservation, roomTypeID string, minGuests int) re
 		WalkID: r.Walk.ReservationID, ToHotelID: r.Walk.HotelID, RoomTypeID: roomTypeID,
 		From:    reservation.StayRef{HotelID: r.HotelID, ReservationID: r.ID},
 		GuestID: r.GuestID, CheckIn: r.CheckIn, CheckOut: r.CheckOut, Quantity: r.Quantity, MinGuests: minGuests,
-		ContactEmail: r.ContactEmail, ContactPhone: r.ContactPhone,
+		ContactEmail: r.ContactEmail, ContactPhone: r.ContactPhone, ContactPushToken: r.ContactPushToken,
 	}
 }
 
@@ -333,8 +333,9 @@ func walkRequest(r reservation.Reservation, roomTypeID string, minGuests int) re
 // guest: confirmed, paid by the original hotel (payment_ref walk:<id>).
 const insertRelocatedSQL = `INSERT INTO reservations (hotel_id, reservation_id, home_region, room_type_id, guest_id, check_in, check_out,
 		quantity, status, hold_expires_at, total_price_cents, currency, payment_ref, contact_email, contact_phone, version,
-		created_at, updated_at, relocated_from_hotel_id, relocated_from_reservation_id)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'confirmed', $9, $10, $11, $12, NULLIF($13, ''), NULLIF($14, ''), 1, $9, $9, $15, $16)`
+		created_at, updated_at, relocated_from_hotel_id, relocated_from_reservation_id, contact_push_token)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'confirmed', $9, $10, $11, $12, NULLIF($13, ''), NULLIF($14, ''), 1, $9, $9, $15, $16,
+		NULLIF($17, ''))`
 
 // HoldWalk is the saga's step at the target hotel: hold a confirmed stay
 // under the walk id in a fenced write of the target's partition, or record
@@ -390,11 +391,11 @@ func (s *Store) HoldWalk(ctx context.Context, req reservation.WalkRequest) error
 		r := reservation.Reservation{ID: req.WalkID, HotelID: req.ToHotelID, RoomTypeID: typeID, GuestID: req.GuestID,
 			CheckIn: req.CheckIn, CheckOut: req.CheckOut, Quantity: req.Quantity, Status: reservation.StatusConfirmed,
 			HoldExpiresAt: t.now.UTC(), TotalPriceCents: out.Amount, Currency: t.currency, PaymentRef: "walk:" + req.WalkID,
-			ContactEmail: req.ContactEmail, ContactPhone: req.ContactPhone, RelocatedFrom: &req.From,
+			ContactEmail: req.ContactEmail, ContactPhone: req.ContactPhone, ContactPushToken: req.ContactPushToken, RelocatedFrom: &req.From,
 			Version: 1, CreatedAt: t.now.UTC(), UpdatedAt: t.now.UTC()}
 		b.Queue(insertRelocatedSQL, r.HotelID, r.ID, s.region, r.RoomTypeID, r.GuestID, r.CheckIn.Time(), r.CheckOut.Time(),
 			r.Quantity, r.CreatedAt, r.TotalPriceCents, r.Currency, r.PaymentRef, r.ContactEmail, r.ContactPhone,
-			req.From.HotelID, req.From.ReservationID)
+			req.From.HotelID, req.From.ReservationID, r.ContactPushToken)
 		b.Queue(`INSERT INTO walk_outcomes (hotel_id, walk_id, home_region, outcome, from_hotel_id, from_reservation_id, amount_cents, currency)
 			VALUES ($1, $2, $3, 'held', $4, $5, $6, $7)`, req.ToHotelID, req.WalkID, s.region, req.From.HotelID, req.From.ReservationID,
 			out.Amount, out.Curr)

@@ -54,6 +54,9 @@ type Reservation struct {
 	PaymentRef      string    `json:"payment_ref,omitempty"`
 	ContactEmail    string    `json:"contact_email,omitempty"`
 	ContactPhone    string    `json:"contact_phone,omitempty"`
+	// ContactPushToken is the device token of the guest's app, where push
+	// notifications of the stay go (FCM).
+	ContactPushToken string `json:"contact_push_token,omitempty"`
 	// ReleasedFrom is the first night given back by an early departure or a
 	// no-show; the reservation occupies [check_in, released_from).
 	ReleasedFrom *Date `json:"released_from,omitempty"`
@@ -87,6 +90,8 @@ type HoldRequest struct {
 	Quantity      int
 	ContactEmail  string
 	ContactPhone  string
+	// ContactPushToken is optional, like the e-mail and the phone.
+	ContactPushToken string
 }
 
 // NightAvailability is what is left of one night.

@@ -67,6 +67,9 @@ type WalkRequest struct {
 	MinGuests    int     `json:"min_guests"`
 	ContactEmail string  `json:"contact_email,omitempty"`
 	ContactPhone string  `json:"contact_phone,omitempty"`
+	// ContactPushToken follows the guest to the new stay, as the e-mail and
+	// phone do (absent in requests from before it existed).
+	ContactPushToken string `json:"contact_push_token,omitempty"`
 }
 
 // Stay returns the nights of the walk.

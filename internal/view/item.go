@@ -121,17 +121,20 @@ func nested(field string, m mapper) mapper {
 }
 
 type hotelData struct {
-	ID           string    `json:"reservation_id"`
-	HotelID      string    `json:"hotel_id"`
-	GuestID      string    `json:"guest_id"`
-	CheckIn      string    `json:"check_in"`
-	CheckOut     string    `json:"check_out"`
-	Quantity     int       `json:"quantity"`
-	Status       string    `json:"status"`
-	ContactEmail string    `json:"contact_email"`
-	ContactPhone string    `json:"contact_phone"`
-	Version      int64     `json:"version"`
-	UpdatedAt    time.Time `json:"updated_at"`
+	ID           string `json:"reservation_id"`
+	HotelID      string `json:"hotel_id"`
+	GuestID      string `json:"guest_id"`
+	CheckIn      string `json:"check_in"`
+	CheckOut     string `json:"check_out"`
+	Quantity     int    `json:"quantity"`
+	Status       string `json:"status"`
+	ContactEmail string `json:"contact_email"`
+	ContactPhone string `json:"contact_phone"`
+	// ContactPushToken is absent from the events of reservations held
+	// before it existed: the projection keeps what it had (COALESCE).
+	ContactPushToken string    `json:"contact_push_token"`
+	Version          int64     `json:"version"`
+	UpdatedAt        time.Time `json:"updated_at"`
 	// RelocatedFrom links a stay a sister hotel holds for a walked guest
 	// to the original.
 	RelocatedFrom *struct {
@@ -145,6 +148,7 @@ func hotelReservation(data json.RawMessage) (Item, error) {
 		return Item{}, err
 	}
 	it, err := HotelItem(d.HotelID, d.ID, d.GuestID, d.Status, d.CheckIn, d.CheckOut, d.Quantity, d.ContactEmail, d.ContactPhone, d.Version, d.UpdatedAt)
+	it.ContactPushToken = d.ContactPushToken
 	if err == nil && d.RelocatedFrom != nil {
 		Relocated(&it, d.RelocatedFrom.ReservationID)
 	}

@@ -23,6 +23,9 @@ func TestFromEvent(t *testing.T) {
 	}{
 		{"hotel confirmed", "hotel", "reservation.confirmed", hotel, true, false, Item{Kind: "hotel", PartitionID: "h1", ID: "r1", GuestID: "g1",
 			Status: "confirmed", Start: "2027-04-10", End: "2027-04-13", Title: "Hotel stay: 3 nights, 2 rooms", Version: 2}},
+		{"hotel with the guest's push token", "hotel", "reservation.confirmed", strings.Replace(hotel, `}`, `,"contact_push_token":"fcm:t-1"}`, 1), true, false,
+			Item{Kind: "hotel", PartitionID: "h1", ID: "r1", GuestID: "g1", Status: "confirmed", Start: "2027-04-10", End: "2027-04-13",
+				Title: "Hotel stay: 3 nights, 2 rooms", Version: 2, ContactPushToken: "fcm:t-1"}},
 		{"refund wraps the reservation", "hotel", "refund_requested", `{"reservation":` + hotel + `,"payment_ref":"p","amount_cents":100}`, true, false,
 			Item{Kind: "hotel", PartitionID: "h1", ID: "r1", GuestID: "g1", Status: "confirmed", Start: "2027-04-10", End: "2027-04-13", Title: "Hotel stay: 3 nights, 2 rooms", Version: 2}},
 		{"hotel checked in", "hotel", "reservation.checked_in", strings.Replace(hotel, `"confirmed"`, `"checked_in"`, 1), true, false,
