@@ -26,127 +26,147 @@ func dbOptions(iso postgres.Isolation) postgres.Options {
 // 200 guests press "Book" for the last room of a 3-night stay at once:
 // exactly one wins, 199 get 409 sold_out, nobody sees a 5xx, and every night
 // has exactly one room reserved afterwards.
+//
+// With batching on and off (holdModes): off, the losers are refused inside
+// the lone pipelined hold's own transaction (nothing taken) or in a fresh
+// one, and the winner commits with its last batch.
 func TestLastRoomRace(t *testing.T) {
 	t.Parallel()
 	for _, iso := range isolations {
-		t.Run(string(iso), func(t *testing.T) {
-			t.Parallel()
-			env := bookingtest.Start(t, bookingtest.Options{DB: dbOptions(iso)})
-			in, out := bookingtest.Date(30), bookingtest.Date(33)
-			h := env.SeedHotel("", 1, 0, bookingtest.Date(29), bookingtest.Date(40))
-			var retries atomic.Int64
-			env.DB.OnRetry(func(error) { retries.Add(1) })
-			const clients = 200
-			statuses := make([]int, clients)
-			codes := make([]string, clients)
-			var wg sync.WaitGroup
-			start := make(chan struct{})
-			for i := range clients {
-				guest := fmt.Sprintf("guest-%d", i)
-				tok := env.Token(guest, "guest")
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					<-start
-					r, err := env.Try(context.Background(), bookingtest.Request{Method: "POST",
-						Path: "/v1/hotels/" + h.ID + "/reservations", Token: tok, IdemKey: bookingtest.NewKey(),
-						Body: map[string]any{"guest_id": guest, "room_type_id": h.RoomTypeID, "check_in": in, "check_out": out, "quantity": 1}})
-					if err != nil {
-						codes[i] = err.Error()
-						return
-					}
-					statuses[i], codes[i] = r.Status, r.Code()
-				}()
-			}
-			close(start)
-			wg.Wait()
-			count := map[string]int{}
-			for i := range clients {
-				count[fmt.Sprintf("%d %s", statuses[i], codes[i])]++
-			}
-			t.Logf("%s: %d transaction retries for %d holds on one hot room", iso, retries.Load(), clients)
-			if count["201 "] != 1 || count["409 sold_out"] != clients-1 {
-				t.Fatalf("outcomes = %v, want exactly one 201 and %d 409 sold_out", count, clients-1)
-			}
-			var nights, bad int
-			err := dbtest.SQL(env.DB).QueryRow(context.Background(),
-				`SELECT count(*), count(*) FILTER (WHERE reserved <> 1) FROM room_inventory
-				 WHERE hotel_id = $1 AND night >= $2::DATE AND night < $3::DATE`, h.ID, in, out).Scan(&nights, &bad)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if nights != 3 || bad != 0 {
-				t.Fatalf("%d nights, %d of them with reserved != 1", nights, bad)
-			}
-			env.AssertInventory()
-		})
+		for _, mode := range holdModes {
+			t.Run(string(iso)+"/"+mode.name, func(t *testing.T) {
+				t.Parallel()
+				testLastRoomRace(t, iso, mode.batch)
+			})
+		}
 	}
+}
+
+func testLastRoomRace(t *testing.T, iso postgres.Isolation, batch int) {
+	env := bookingtest.Start(t, bookingtest.Options{DB: dbOptions(iso)})
+	env.Store.SetHoldBatch(batch)
+	in, out := bookingtest.Date(30), bookingtest.Date(33)
+	h := env.SeedHotel("", 1, 0, bookingtest.Date(29), bookingtest.Date(40))
+	var retries atomic.Int64
+	env.DB.OnRetry(func(error) { retries.Add(1) })
+	const clients = 200
+	statuses := make([]int, clients)
+	codes := make([]string, clients)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range clients {
+		guest := fmt.Sprintf("guest-%d", i)
+		tok := env.Token(guest, "guest")
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			r, err := env.Try(context.Background(), bookingtest.Request{Method: "POST",
+				Path: "/v1/hotels/" + h.ID + "/reservations", Token: tok, IdemKey: bookingtest.NewKey(),
+				Body: map[string]any{"guest_id": guest, "room_type_id": h.RoomTypeID, "check_in": in, "check_out": out, "quantity": 1}})
+			if err != nil {
+				codes[i] = err.Error()
+				return
+			}
+			statuses[i], codes[i] = r.Status, r.Code()
+		}()
+	}
+	close(start)
+	wg.Wait()
+	count := map[string]int{}
+	for i := range clients {
+		count[fmt.Sprintf("%d %s", statuses[i], codes[i])]++
+	}
+	t.Logf("%s: %d transaction retries for %d holds on one hot room", iso, retries.Load(), clients)
+	if count["201 "] != 1 || count["409 sold_out"] != clients-1 {
+		t.Fatalf("outcomes = %v, want exactly one 201 and %d 409 sold_out", count, clients-1)
+	}
+	var nights, bad int
+	err := dbtest.SQL(env.DB).QueryRow(context.Background(),
+		`SELECT count(*), count(*) FILTER (WHERE reserved <> 1) FROM room_inventory
+		 WHERE hotel_id = $1 AND night >= $2::DATE AND night < $3::DATE`, h.ID, in, out).Scan(&nights, &bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nights != 3 || bad != 0 {
+		t.Fatalf("%d nights, %d of them with reserved != 1", nights, bad)
+	}
+	env.AssertInventory()
 }
 
 // 1,000 holds of random overlapping stays and quantities on a 10-room type,
 // all at once. Afterwards, for every night, reserved equals the sum of the
-// live reservations covering it and never exceeds the limit.
+// live reservations covering it and never exceeds the limit. With batching
+// on and off (holdModes): off, partial takes roll back in the lone pipelined
+// hold and are refused in a fresh transaction.
 func TestOverlappingStaysRace(t *testing.T) {
 	t.Parallel()
 	for _, iso := range isolations {
-		t.Run(string(iso), func(t *testing.T) {
-			t.Parallel()
-			env := bookingtest.Start(t, bookingtest.Options{DB: dbOptions(iso)})
-			h := env.SeedHotel("", 10, 0, bookingtest.Date(1), bookingtest.Date(60))
-			const holds = 1000
-			rng := rand.New(rand.NewPCG(1, uint64(len(iso))))
-			type stay struct{ in, out, qty int }
-			stays := make([]stay, holds)
-			for i := range stays {
-				in := 10 + rng.IntN(20)
-				stays[i] = stay{in, in + 1 + rng.IntN(5), 1 + rng.IntN(3)}
-			}
-			tok := env.Admin()
-			var (
-				mu      sync.Mutex
-				outcome = map[string]int{}
-				wg      sync.WaitGroup
-				sem     = make(chan struct{}, 200)
-			)
-			for i, s := range stays {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					sem <- struct{}{}
-					defer func() { <-sem }()
-					r, err := env.Try(context.Background(), bookingtest.Request{Method: "POST",
-						Path: "/v1/hotels/" + h.ID + "/reservations", Token: tok, IdemKey: bookingtest.NewKey(),
-						Body: map[string]any{"guest_id": fmt.Sprintf("g%d", i), "room_type_id": h.RoomTypeID,
-							"check_in": bookingtest.Date(s.in), "check_out": bookingtest.Date(s.out), "quantity": s.qty}})
-					key := "transport error"
-					if err == nil {
-						key = fmt.Sprintf("%d %s", r.Status, r.Code())
-					}
-					mu.Lock()
-					outcome[key]++
-					mu.Unlock()
-				}()
-			}
-			wg.Wait()
-			t.Logf("hold batching: %+v", env.Store.HoldBatchStats())
-			t.Logf("outcomes: %v", outcome)
-			if outcome["201 "]+outcome["409 sold_out"] != holds {
-				t.Fatalf("outcomes = %v: every hold must be 201 or 409 sold_out", outcome)
-			}
-			if outcome["201 "] == 0 {
-				t.Fatal("no hold succeeded")
-			}
-			var live int
-			if err := dbtest.SQL(env.DB).QueryRow(context.Background(),
-				`SELECT count(*) FROM reservations WHERE hotel_id = $1 AND status = 'held'`, h.ID).Scan(&live); err != nil {
-				t.Fatal(err)
-			}
-			if live != outcome["201 "] {
-				t.Fatalf("%d held reservations in the database, %d answered 201", live, outcome["201 "])
-			}
-			env.AssertInventory()
-		})
+		for _, mode := range holdModes {
+			t.Run(string(iso)+"/"+mode.name, func(t *testing.T) {
+				t.Parallel()
+				testOverlappingStaysRace(t, iso, mode.batch)
+			})
+		}
 	}
+}
+
+func testOverlappingStaysRace(t *testing.T, iso postgres.Isolation, batch int) {
+	env := bookingtest.Start(t, bookingtest.Options{DB: dbOptions(iso)})
+	env.Store.SetHoldBatch(batch)
+	h := env.SeedHotel("", 10, 0, bookingtest.Date(1), bookingtest.Date(60))
+	const holds = 1000
+	rng := rand.New(rand.NewPCG(1, uint64(len(iso))))
+	type stay struct{ in, out, qty int }
+	stays := make([]stay, holds)
+	for i := range stays {
+		in := 10 + rng.IntN(20)
+		stays[i] = stay{in, in + 1 + rng.IntN(5), 1 + rng.IntN(3)}
+	}
+	tok := env.Admin()
+	var (
+		mu      sync.Mutex
+		outcome = map[string]int{}
+		wg      sync.WaitGroup
+		sem     = make(chan struct{}, 200)
+	)
+	for i, s := range stays {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			r, err := env.Try(context.Background(), bookingtest.Request{Method: "POST",
+				Path: "/v1/hotels/" + h.ID + "/reservations", Token: tok, IdemKey: bookingtest.NewKey(),
+				Body: map[string]any{"guest_id": fmt.Sprintf("g%d", i), "room_type_id": h.RoomTypeID,
+					"check_in": bookingtest.Date(s.in), "check_out": bookingtest.Date(s.out), "quantity": s.qty}})
+			key := "transport error"
+			if err == nil {
+				key = fmt.Sprintf("%d %s", r.Status, r.Code())
+			}
+			mu.Lock()
+			outcome[key]++
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	t.Logf("hold batching: %+v", env.Store.HoldBatchStats())
+	t.Logf("outcomes: %v", outcome)
+	if outcome["201 "]+outcome["409 sold_out"] != holds {
+		t.Fatalf("outcomes = %v: every hold must be 201 or 409 sold_out", outcome)
+	}
+	if outcome["201 "] == 0 {
+		t.Fatal("no hold succeeded")
+	}
+	var live int
+	if err := dbtest.SQL(env.DB).QueryRow(context.Background(),
+		`SELECT count(*) FROM reservations WHERE hotel_id = $1 AND status = 'held'`, h.ID).Scan(&live); err != nil {
+		t.Fatal(err)
+	}
+	if live != outcome["201 "] {
+		t.Fatalf("%d held reservations in the database, %d answered 201", live, outcome["201 "])
+	}
+	env.AssertInventory()
 }
 
 // 50 parallel requests with one Idempotency-Key and one body: one effect.
