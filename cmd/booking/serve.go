@@ -321,9 +321,11 @@ type wiring struct {
 	cfg   serveConfig
 	db    *postgres.DB
 	store *postgres.Store
-	log   *slog.Logger
-	api   httpapi.Config
-	tel   *telemetry.Telemetry
+	// clinics is the clinic store (wireClinics, before wireEvents).
+	clinics *postgres.ClinicStore
+	log     *slog.Logger
+	api     httpapi.Config
+	tel     *telemetry.Telemetry
 	// js is the JetStream context when BERTH_NATS_URL is set (wireEvents).
 	js jetstream.JetStream
 	// ready are the checks /readyz runs besides the database ping

@@ -66,7 +66,20 @@ func wireClinics(ctx context.Context, w *wiring) error {
 		return cli.Usage(err)
 	}
 	clinics := postgres.NewClinicStore(w.store, cfg.HoldTTL)
+	clinics.SetOfferTTL(w.cfg.OfferTTL)
 	w.api.Clinics = clinics
+	w.api.ClinicWaitlist = clinics
+	w.clinics = clinics
+	// Lapsed clinic waitlist offers (and lapsed holds of a slot somebody
+	// waits for) are expired so their slots pass to the next waiter; the
+	// expiry's event wakes the line (docs/adr/0015-clinic-waitlist.md).
+	w.jobs = append(w.jobs, job{"expire-clinic-offers", 15 * time.Second, func(ctx context.Context) (int, error) {
+		n, err := clinics.ExpireClinicOffers(ctx, 200)
+		if err != nil {
+			return n, fmt.Errorf("expire clinic offers: %w", err)
+		}
+		return n, nil
+	}})
 	w.jobs = append(w.jobs, job{"materialize-slots", cfg.MaterializeInterval, func(ctx context.Context) (int, error) {
 		n, err := clinics.MaterializeRolling(ctx, time.Now(), cfg.RollingWeeks)
 		if err != nil {

@@ -21,7 +21,7 @@ import (
 
 // wireEvents wires the events part of the service: when BERTH_NATS_URL is
 // set, the outbox relay of this region, the region's cache invalidation
-// consumer and its waitlist consumer (freed rooms to the first waiters); when BERTH_WEBHOOK_SECRET is set, the payment webhook.
+// consumer and its waitlist consumers (freed rooms and slots to the first waiters); when BERTH_WEBHOOK_SECRET is set, the payment webhook.
 //
 // Environment: BERTH_NATS_URL, BERTH_OUTBOX_RETENTION (72h),
 // BERTH_RELAY_BATCH (500), BERTH_RELAY_POLL (50ms), BERTH_WEBHOOK_SECRET,
@@ -108,6 +108,14 @@ func wireEvents(ctx context.Context, w *wiring) error {
 			}
 		},
 	)
+	if w.clinics != nil {
+		// Freed slots go to the doctors' lines of this region's clinics.
+		w.runners = append(w.runners, func(ctx context.Context) {
+			if err := natsbus.OfferOnClinicFree(ctx, js, w.cfg.Region, w.clinics, w.log); err != nil {
+				w.log.Error("clinic waitlist consumer stopped", "err", err)
+			}
+		})
+	}
 	return nil
 }
 

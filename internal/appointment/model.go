@@ -165,10 +165,14 @@ type Appointment struct {
 	ContactPhone string `json:"contact_phone,omitempty"`
 	// ContactPushToken is the device token of the patient's app, where push
 	// notifications go (FCM).
-	ContactPushToken string    `json:"contact_push_token,omitempty"`
-	Version          int64     `json:"version"`
-	CreatedAt        time.Time `json:"created_at"`
-	UpdatedAt        time.Time `json:"updated_at"`
+	ContactPushToken string `json:"contact_push_token,omitempty"`
+	// WaitlistEntryID names the clinic waitlist entry this held appointment
+	// was offered to (docs/adr/0015-clinic-waitlist.md); empty for a hold the
+	// patient made.
+	WaitlistEntryID string    `json:"waitlist_entry_id,omitempty"`
+	Version         int64     `json:"version"`
+	CreatedAt       time.Time `json:"created_at"`
+	UpdatedAt       time.Time `json:"updated_at"`
 }
 
 // AuditEvent is one slot transition.

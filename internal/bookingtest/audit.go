@@ -39,10 +39,12 @@ func InventoryViolations(ctx context.Context, db *postgres.DB) ([]string, error)
 }
 
 // SlotViolations checks the clinic invariant of the given clinics with the
-// checks of `booking verify`: at most one live appointment per slot, and
-// every live appointment and its slot point at each other.
+// checks of `booking verify`: at most one live appointment per slot, every
+// live appointment and its slot point at each other, and the waitlist offers
+// agree with their appointments, first come first served
+// (postgres.ClinicInvariants).
 func SlotViolations(ctx context.Context, db *postgres.DB, clinicIDs ...string) ([]string, error) {
-	return Violations(ctx, db, clinicIDs, postgres.CheckOneLivePerSlot, postgres.CheckAppointmentOnSlot, postgres.CheckSlotHasAppointment)
+	return Violations(ctx, db, clinicIDs, postgres.ClinicInvariants...)
 }
 
 // AssertInventory fails the test when the hotel invariant is violated.

@@ -28,9 +28,10 @@ func startClinics(t testing.TB, holdTTL time.Duration) *clinicEnv {
 func startClinicsWith(t testing.TB, holdTTL time.Duration, opts bookingtest.Options) *clinicEnv {
 	t.Helper()
 	var cs *postgres.ClinicStore
-	env := bookingtest.Start(t, bookingtest.Options{GuestLimits: opts.GuestLimits, Configure: func(cfg *httpapi.Config, st *postgres.Store) {
+	env := bookingtest.Start(t, bookingtest.Options{GuestLimits: opts.GuestLimits, DB: opts.DB, Configure: func(cfg *httpapi.Config, st *postgres.Store) {
 		cs = postgres.NewClinicStore(st, holdTTL)
 		cfg.Clinics = cs
+		cfg.ClinicWaitlist = cs
 	}})
 	return &clinicEnv{Env: env, Clinics: cs}
 }

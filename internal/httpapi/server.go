@@ -39,6 +39,9 @@ type Config struct {
 	Waitlist WaitlistStore
 	// Clinics serves the clinic routes when set (clinics.go).
 	Clinics ClinicStore
+	// ClinicWaitlist serves the clinic waitlist routes when set with
+	// Clinics (clinic_waitlist.go).
+	ClinicWaitlist ClinicWaitlistStore
 	// Payments serves the payment webhook when set (payments.go).
 	Payments PaymentStore
 	// PaymentProvider creates the payment intents of prepaid holds and
@@ -119,6 +122,9 @@ func (s *Server) routes() {
 	}
 	if s.cfg.Clinics != nil {
 		s.clinicRoutes()
+	}
+	if s.cfg.ClinicWaitlist != nil && s.cfg.Clinics != nil {
+		s.clinicWaitlistRoutes()
 	}
 	if s.cfg.Payments != nil {
 		s.paymentRoutes()

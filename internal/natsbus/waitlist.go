@@ -109,3 +109,60 @@ func Redrive(ctx context.Context, js jetstream.JetStream, m Message) error {
 	}
 	return nil
 }
+
+// ClinicOfferer makes the offers of one freeing event to a doctor's line in
+// the clinic's home region, at most once per (event, doctor)
+// (postgres.ClinicStore.OfferClinicFreed).
+type ClinicOfferer interface {
+	OfferClinicFreed(ctx context.Context, eventID string, free waitlist.ClinicFree) ([]waitlist.ClinicEntry, error)
+}
+
+// ClinicWaitlistSubjects are the subjects of the events that wake clinic
+// waitlists (waitlist.ClinicWakingEvents) of every clinic.
+func ClinicWaitlistSubjects() []string {
+	out := make([]string, 0, len(waitlist.ClinicWakingEvents))
+	for _, t := range waitlist.ClinicWakingEvents {
+		out = append(out, events.Subject(string(berth.KindClinic), "*", t))
+	}
+	return out
+}
+
+// ClinicWaitlistHandler applies one freeing clinic event to the line of its
+// doctor: the slots free then go to the first waiters as held offers. As
+// for hotels, a clinic homed in another region (421) or unknown here is
+// acked: it is not this region's to serve.
+func ClinicWaitlistHandler(o ClinicOfferer, log *slog.Logger) Handler {
+	return func(ctx context.Context, m Message) error {
+		if m.DecodeErr != nil {
+			return m.DecodeErr
+		}
+		if m.Event.Kind != string(berth.KindClinic) {
+			return nil
+		}
+		free, ok, err := waitlist.ClinicFreed(m.Event.Type, m.Event.Data)
+		if err != nil || !ok {
+			return err
+		}
+		offered, err := o.OfferClinicFreed(ctx, m.Event.ID, free)
+		switch berth.ErrorCode(err) {
+		case berth.CodeMisdirected, berth.CodeNotFound:
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		for _, e := range offered {
+			log.InfoContext(ctx, "clinic waitlist offer", "clinic_id", e.ClinicID, "entry_id", e.ID,
+				"appointment_id", e.Offer.AppointmentID, "event_id", m.Event.ID)
+		}
+		return nil
+	}
+}
+
+// OfferOnClinicFree runs the clinic waitlist consumer of one region: one
+// durable per region ("clinic-waitlist-<region>"), on the freeing events of
+// every clinic from the start of the stream.
+func OfferOnClinicFree(ctx context.Context, js jetstream.JetStream, region string, o ClinicOfferer, log *slog.Logger) error {
+	return Consume(ctx, js, ConsumerConfig{Durable: "clinic-waitlist-" + region, Filters: ClinicWaitlistSubjects(), Log: log},
+		ClinicWaitlistHandler(o, log))
+}

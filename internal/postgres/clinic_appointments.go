@@ -18,7 +18,7 @@ import (
 const appointmentColumns = `appointment_id::TEXT, clinic_id::TEXT, doctor_id::TEXT, slot_id::TEXT, guest_id, starts_at, ends_at,
 	local_date, status, hold_expires_at, channel, created_by_subject, created_by_role, COALESCE(payment_ref, ''),
 	price_cents, COALESCE(currency, ''), version, created_at, updated_at, COALESCE(contact_email, ''), COALESCE(contact_phone, ''),
-	COALESCE(contact_push_token, '')`
+	COALESCE(contact_push_token, ''), COALESCE(waitlist_entry_id::TEXT, '')`
 
 func scanAppointment(row pgx.Row) (appointment.Appointment, error) {
 	var (
@@ -28,7 +28,8 @@ func scanAppointment(row pgx.Row) (appointment.Appointment, error) {
 	)
 	err := row.Scan(&a.ID, &a.ClinicID, &a.DoctorID, &a.SlotID, &a.GuestID, &a.StartsAt, &a.EndsAt, &day, &status,
 		&a.HoldExpiresAt, &channel, &a.CreatedBy.Subject, &a.CreatedBy.Role, &a.PaymentRef,
-		&a.PriceCents, &a.Currency, &a.Version, &a.CreatedAt, &a.UpdatedAt, &a.ContactEmail, &a.ContactPhone, &a.ContactPushToken)
+		&a.PriceCents, &a.Currency, &a.Version, &a.CreatedAt, &a.UpdatedAt, &a.ContactEmail, &a.ContactPhone, &a.ContactPushToken,
+		&a.WaitlistEntryID)
 	a.LocalDate, a.Status, a.Channel = appointment.DateOf(day), appointment.Status(status), appointment.Channel(channel)
 	a.StartsAt, a.EndsAt, a.CreatedAt, a.UpdatedAt = a.StartsAt.UTC(), a.EndsAt.UTC(), a.CreatedAt.UTC(), a.UpdatedAt.UTC()
 	if a.HoldExpiresAt != nil {
@@ -113,6 +114,11 @@ func expireAppointment(ctx context.Context, tx pgx.Tx, clinicID, apptID string) 
 	}
 	if err != nil {
 		return nil, fmt.Errorf("expire appointment: %w", err)
+	}
+	// A lapsed waitlist offer taken over: its entry lapses (one statement,
+	// only for an offer — a plain hold pays nothing for it).
+	if err := settleClinicOffer(ctx, tx, a); err != nil {
+		return nil, err
 	}
 	return []event{appointmentEvent(appointment.EventExpired, a)}, nil
 }
@@ -477,6 +483,7 @@ func (c *ClinicStore) Confirm(ctx context.Context, clinicID, apptID string, pay 
 		if won {
 			a.Status, a.HoldExpiresAt = appointment.StatusConfirmed, nil
 			queueAppointmentUpdate(b, a, day)
+			queueSettleClinicOffer(b, a)
 			au.flush(b)
 			queuePaymentAudit(b, c.s.region, due, pay)
 			return a, queueEvents(ctx, b, c.s.region, append(evs, appointmentEvent(appointment.EventConfirmed, a))...)
@@ -490,6 +497,7 @@ func (c *ClinicStore) Confirm(ctx context.Context, clinicID, apptID string, pay 
 			}
 		}
 		queueAppointmentUpdate(b, a, day)
+		queueSettleClinicOffer(b, a)
 		au.flush(b)
 		evs = append(evs, appointmentEvent(appointment.EventExpired, a))
 		if pay.TookMoney() {
@@ -547,6 +555,7 @@ func (c *ClinicStore) cancel(ctx context.Context, clinicID, apptID string, autho
 		}
 		a.Status, a.Version, a.UpdatedAt, a.HoldExpiresAt = appointment.StatusCancelled, a.Version+1, now, nil
 		queueAppointmentUpdate(b, a, a.LocalDate.Time())
+		queueSettleClinicOffer(b, a)
 		au.flush(b)
 		return a, queueEvents(ctx, b, c.s.region, appointmentEvent(appointment.EventCancelled, a))
 	})
@@ -599,6 +608,11 @@ func (c *ClinicStore) Reschedule(ctx context.Context, clinicID, apptID, newSlotI
 		}
 		if !appointment.CanReschedule(a.Status) {
 			return a, berth.Errorf(berth.CodeInvalidState, "a %s appointment cannot be rescheduled", a.Status)
+		}
+		if a.Status == appointment.StatusHeld && a.WaitlistEntryID != "" {
+			// An offer is for the slot its waiter asked for: confirm or
+			// cancel it (docs/adr/0015-clinic-waitlist.md).
+			return a, berth.Errorf(berth.CodeInvalidState, "a waitlist offer cannot be rescheduled; confirm or cancel it")
 		}
 		if old.appointmentID != a.ID || (a.Status == appointment.StatusHeld && old.lapsed) {
 			return a, berth.Errorf(berth.CodeInvalidState, "the hold lapsed; hold the new slot instead")

@@ -27,6 +27,9 @@ type ClinicStore struct {
 	holdTTL time.Duration
 	// full: the windows found full a moment ago (clinic_full.go).
 	full fullHints
+	// offerTTL is how long a waitlist offer's hold waits (holdTTL unless
+	// set: SetOfferTTL).
+	offerTTL time.Duration
 }
 
 // DefaultSlotHoldTTL is how long a clinic hold lasts unless configured.

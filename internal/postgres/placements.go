@@ -52,6 +52,9 @@ var partitionTables = map[berth.Kind][]partitionTable{
 		{name: "clinic_guests", column: "clinic_id"},
 		{name: "clinic_guest_days", column: "clinic_id"},
 		{name: "slot_audit", column: "clinic_id"},
+		{name: "clinic_waitlist_queues", column: "clinic_id"},
+		{name: "clinic_waitlist_entries", column: "clinic_id"},
+		{name: "clinic_waitlist_events", column: "clinic_id"},
 	},
 }
 

@@ -60,7 +60,17 @@ const (
 	CheckOneStayPerWalk     = "one_relocated_stay_per_walk"
 	CheckWaitlistOffers     = "waitlist_offer_holds"
 	CheckWaitlistFIFO       = "waitlist_fifo"
+	CheckClinicWaitlist     = "clinic_waitlist_offer_holds"
+	CheckClinicWaitlistFIFO = "clinic_waitlist_fifo"
 )
+
+// ClinicInvariants are the checks that prove the clinic invariants — one
+// live appointment per slot, slots and appointments pointing at each other,
+// and the doctors' waitlists (every offer is one held appointment of its
+// entry, in its day or window; first come, first served): the tests' audit
+// and the loadtest's run these.
+var ClinicInvariants = []string{CheckOneLivePerSlot, CheckAppointmentOnSlot, CheckSlotHasAppointment,
+	CheckClinicWaitlist, CheckClinicWaitlistFIFO}
 
 // HotelInvariants are the checks that prove the hotel invariants — the
 // nights (reserved = what occupies them, within the limit), the rooms (a
@@ -299,6 +309,47 @@ var verifyChecks = []verifyCheck{
 		  AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.partition_id = a.clinic_id AND o.aggregate_id = a.appointment_id
 		                  AND o.event_type = 'appointment.confirmed')
 		ORDER BY 1, 2 LIMIT $2`, eventWindow},
+	// A clinic waitlist offer and its held appointment name each other and
+	// agree on patient, doctor and day, the slot starting in the entry's
+	// span; an entry is offered at most one appointment ever. That no slot
+	// is offered twice is one_live_appointment_per_slot: offers are
+	// appointments on their slots.
+	{CheckClinicWaitlist, "every offered clinic waitlist entry has exactly one held appointment, made for it, on a slot of its doctor in its day or window", true, `
+		SELECT e.clinic_id::TEXT, 'entry ' || e.entry_id::TEXT || ' is offered but its appointment ' ||
+		       COALESCE(e.appointment_id::TEXT, 'none') || ' is ' || COALESCE(a.status || ' at ' || a.starts_at::TEXT, 'missing')
+		FROM clinic_waitlist_entries e
+		LEFT JOIN appointments a ON a.clinic_id = e.clinic_id AND a.appointment_id = e.appointment_id
+		WHERE e.status = 'offered' AND ($1 = '' OR e.home_region = $1) AND ($3::UUID[] IS NULL OR e.clinic_id = ANY($3::UUID[]))
+		  AND (a.appointment_id IS NULL OR a.status <> 'held' OR a.waitlist_entry_id IS DISTINCT FROM e.entry_id
+		       OR a.guest_id <> e.guest_id OR a.doctor_id <> e.doctor_id OR a.local_date <> e.local_date
+		       OR a.starts_at < e.window_start OR a.starts_at >= e.window_end OR a.starts_at <> e.offered_starts)
+		UNION ALL
+		SELECT a.clinic_id::TEXT, 'held offer ' || a.appointment_id::TEXT || ' names entry ' || a.waitlist_entry_id::TEXT ||
+		       ', which is ' || COALESCE(e.status || ' with ' || COALESCE(e.appointment_id::TEXT, 'no appointment'), 'missing')
+		FROM appointments a
+		LEFT JOIN clinic_waitlist_entries e ON e.clinic_id = a.clinic_id AND e.entry_id = a.waitlist_entry_id
+		WHERE a.waitlist_entry_id IS NOT NULL AND a.status = 'held' AND ($1 = '' OR a.home_region = $1)
+		  AND ($3::UUID[] IS NULL OR a.clinic_id = ANY($3::UUID[]))
+		  AND (e.entry_id IS NULL OR e.status <> 'offered' OR e.appointment_id IS DISTINCT FROM a.appointment_id)
+		UNION ALL
+		SELECT clinic_id::TEXT, 'entry ' || waitlist_entry_id::TEXT || ' was offered ' || count(*) || ' appointments'
+		FROM appointments
+		WHERE waitlist_entry_id IS NOT NULL AND ($1 = '' OR home_region = $1) AND ($3::UUID[] IS NULL OR clinic_id = ANY($3::UUID[]))
+		GROUP BY clinic_id, waitlist_entry_id HAVING count(*) > 1
+		ORDER BY 1, 2 LIMIT $2`, nil},
+	// First come, first served: when an entry was offered a slot, no entry
+	// ahead of it in the doctor's line whose span holds that slot's start
+	// may have been left waiting — unless that offer passed it over (a
+	// per-patient limit, or a day the patient was busy with the doctor).
+	{CheckClinicWaitlistFIFO, "no clinic waitlist entry was offered a slot while an earlier entry of its line, whose day or window holds that slot, waited", true, `
+		SELECT o.clinic_id::TEXT, 'entry ' || o.entry_id::TEXT || ' (seq ' || o.seq || ') was offered ' || o.offered_starts::TEXT ||
+		       ' while entry ' || w.entry_id::TEXT || ' (seq ' || w.seq || ') waited'
+		FROM clinic_waitlist_entries o
+		JOIN clinic_waitlist_entries w ON w.clinic_id = o.clinic_id AND w.doctor_id = o.doctor_id AND w.seq < o.seq
+		     AND w.status = 'waiting' AND w.window_start <= o.offered_starts AND w.window_end > o.offered_starts
+		     AND (w.passed_at IS NULL OR w.passed_at < o.offered_at)
+		WHERE o.offered_at IS NOT NULL AND ($1 = '' OR o.home_region = $1) AND ($3::UUID[] IS NULL OR o.clinic_id = ANY($3::UUID[]))
+		ORDER BY 1, 2 LIMIT $2`, nil},
 }
 
 // Verify checks the invariants straight from the database, read-only, in
@@ -320,7 +371,8 @@ var verifyChecks = []verifyCheck{
 //   - every guest's counted holds (guest_holds) equal their held reservations;
 //   - every offered waitlist entry and its one held reservation name each
 //     other, and no entry was offered while an earlier one that the offered
-//     rooms would have served waited (first come, first served);
+//     rooms would have served waited (first come, first served), and the
+//     same of every clinic waitlist offer and its held appointment;
 //   - every recently confirmed booking has its confirmation event.
 //
 // It is the one audit: `booking verify`, the tests (bookingtest) and the

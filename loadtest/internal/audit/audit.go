@@ -162,8 +162,8 @@ func Invariants(ctx context.Context, db *postgres.DB, hotelIDs, clinicIDs []stri
 	}{
 		{"inventory: reserved = occupying reservations ≤ sell_limit, every night; rooms never used twice a night", hotelIDs,
 			postgres.HotelInvariants},
-		{"slots: at most one live appointment per slot, slot and appointment agree", clinicIDs,
-			[]string{postgres.CheckOneLivePerSlot, postgres.CheckAppointmentOnSlot, postgres.CheckSlotHasAppointment}},
+		{"slots: at most one live appointment per slot, slot and appointment agree, waitlist offers agree", clinicIDs,
+			postgres.ClinicInvariants},
 	}
 	partitions := append(append([]string{}, hotelIDs...), clinicIDs...)
 	var (

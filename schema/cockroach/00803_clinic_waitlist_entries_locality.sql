@@ -1,0 +1,1 @@
+ALTER TABLE clinic_waitlist_entries SET LOCALITY REGIONAL BY ROW AS crdb_region;
