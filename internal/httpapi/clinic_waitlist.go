@@ -3,8 +3,6 @@ package httpapi
 import (
 	"context"
 	"net/http"
-	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/berthhq/berth/internal/appointment"
@@ -201,41 +199,12 @@ func (s *Server) listClinicWaitlist(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
-	q := r.URL.Query()
 	var (
 		f      Fields
 		filter waitlist.ClinicFilter
 	)
-	for k, v := range q {
-		if len(v) != 1 {
-			f.Add(k, "give it once")
-		}
-		switch k {
-		case "doctor_id":
-			filter.DoctorID = strings.ToLower(q.Get(k))
-			if !ValidID(filter.DoctorID) {
-				f.Add(k, "want a doctor id")
-			}
-		case "guest_id":
-			filter.GuestID = text(&f, k, q.Get(k), 128)
-		case "status":
-			filter.Status = waitlist.Status(q.Get(k))
-			if !slices.Contains(waitlist.Statuses, filter.Status) {
-				f.Add(k, "want waiting, offered, booked, lapsed, declined or left")
-			}
-		case "limit":
-			n, err := strconv.Atoi(q.Get(k))
-			if err != nil || n < 1 || n > 500 {
-				f.Add(k, "want 1 to 500")
-			}
-			filter.Limit = n
-		default:
-			f.Add(k, "unknown query parameter")
-		}
-	}
-	if p.Role == berth.RoleGuest && filter.GuestID == "" {
-		f.Add("guest_id", "required with a patient's token")
-	}
+	q := parseWaitlistQuery(r, &f, p, "doctor_id", "a doctor id")
+	filter.DoctorID, filter.GuestID, filter.Status, filter.Limit = q.id, q.guestID, q.status, q.limit
 	if err := f.Err(); err != nil {
 		return err
 	}

@@ -15,34 +15,10 @@ import (
 	"github.com/berthhq/berth/internal/natsbus"
 )
 
-// deliverClinic hands every message to the clinic waitlist consumer's
-// handler, each twice at once (a redelivery racing the first delivery),
-// from workers running in parallel, and fails the test on a handler error.
+// deliverClinic is deliver to the clinic waitlist consumer's handler.
 func deliverClinic(t *testing.T, e *clinicEnv, msgs []natsbus.Message) {
 	t.Helper()
-	h := natsbus.ClinicWaitlistHandler(e.Clinics, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	work := make(chan natsbus.Message)
-	var wg sync.WaitGroup
-	errs := make(chan error, 2*len(msgs))
-	for range 8 {
-		wg.Go(func() {
-			for m := range work {
-				if err := h(context.Background(), m); err != nil {
-					errs <- fmt.Errorf("%s %s: %w", m.Event.Type, m.Event.ID, err)
-				}
-			}
-		})
-	}
-	for _, m := range msgs {
-		work <- m
-		work <- m
-	}
-	close(work)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
+	deliverTo(t, natsbus.ClinicWaitlistHandler(e.Clinics, slog.New(slog.NewTextHandler(io.Discard, nil))), msgs)
 }
 
 // clinicOfferRow is an entry of a clinic waitlist as the database has it,

@@ -176,41 +176,12 @@ func (s *Server) listWaitlist(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	q := r.URL.Query()
 	var (
 		f      Fields
 		filter waitlist.Filter
 	)
-	for k, v := range q {
-		if len(v) != 1 {
-			f.Add(k, "give it once")
-		}
-		switch k {
-		case "room_type_id":
-			filter.RoomTypeID = strings.ToLower(q.Get(k))
-			if !ValidID(filter.RoomTypeID) {
-				f.Add(k, "want a room type id")
-			}
-		case "guest_id":
-			filter.GuestID = text(&f, k, q.Get(k), 128)
-		case "status":
-			filter.Status = waitlist.Status(q.Get(k))
-			if !slices.Contains(waitlist.Statuses, filter.Status) {
-				f.Add(k, "want waiting, offered, booked, lapsed, declined or left")
-			}
-		case "limit":
-			n, err := strconv.Atoi(q.Get(k))
-			if err != nil || n < 1 || n > 500 {
-				f.Add(k, "want 1 to 500")
-			}
-			filter.Limit = n
-		default:
-			f.Add(k, "unknown query parameter")
-		}
-	}
-	if p.Role == berth.RoleGuest && filter.GuestID == "" {
-		f.Add("guest_id", "required with a guest's token")
-	}
+	q := parseWaitlistQuery(r, &f, p, "room_type_id", "a room type id")
+	filter.RoomTypeID, filter.GuestID, filter.Status, filter.Limit = q.id, q.guestID, q.status, q.limit
 	if err := f.Err(); err != nil {
 		return err
 	}
@@ -223,4 +194,50 @@ func (s *Server) listWaitlist(w http.ResponseWriter, r *http.Request) error {
 	}
 	WriteJSON(w, http.StatusOK, map[string]any{"hotel_id": hotelID, "entries": entries})
 	return nil
+}
+
+// waitlistQuery is what a waitlist listing asks for.
+type waitlistQuery struct {
+	id, guestID string
+	status      waitlist.Status
+	limit       int
+}
+
+// parseWaitlistQuery reads the query of a waitlist listing — hotel or
+// clinic: the line's id (idParam: room_type_id or doctor_id), guest_id,
+// status, limit — into f's complaints; a guest's token must name guest_id.
+func parseWaitlistQuery(r *http.Request, f *Fields, p berth.Principal, idParam, idWant string) waitlistQuery {
+	var out waitlistQuery
+	q := r.URL.Query()
+	for k, v := range q {
+		if len(v) != 1 {
+			f.Add(k, "give it once")
+		}
+		switch k {
+		case idParam:
+			out.id = strings.ToLower(q.Get(k))
+			if !ValidID(out.id) {
+				f.Add(k, "want "+idWant)
+			}
+		case "guest_id":
+			out.guestID = text(f, k, q.Get(k), 128)
+		case "status":
+			out.status = waitlist.Status(q.Get(k))
+			if !slices.Contains(waitlist.Statuses, out.status) {
+				f.Add(k, "want waiting, offered, booked, lapsed, declined or left")
+			}
+		case "limit":
+			n, err := strconv.Atoi(q.Get(k))
+			if err != nil || n < 1 || n > 500 {
+				f.Add(k, "want 1 to 500")
+			}
+			out.limit = n
+		default:
+			f.Add(k, "unknown query parameter")
+		}
+	}
+	if p.Role == berth.RoleGuest && out.guestID == "" {
+		f.Add("guest_id", "required with a guest's token")
+	}
+	return out
 }

@@ -57,7 +57,12 @@ func relayed(t *testing.T, env *bookingtest.Env) []natsbus.Message {
 // running in parallel, and fails the test on a handler error.
 func deliver(t *testing.T, env *bookingtest.Env, msgs []natsbus.Message) {
 	t.Helper()
-	h := natsbus.WaitlistHandler(env.Store, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	deliverTo(t, natsbus.WaitlistHandler(env.Store, slog.New(slog.NewTextHandler(io.Discard, nil))), msgs)
+}
+
+// deliverTo is deliver to handler h.
+func deliverTo(t *testing.T, h natsbus.Handler, msgs []natsbus.Message) {
+	t.Helper()
 	work := make(chan natsbus.Message)
 	var wg sync.WaitGroup
 	errs := make(chan error, 2*len(msgs))

@@ -20,10 +20,12 @@ type Offerer interface {
 
 // WaitlistSubjects are the subjects of the events that wake waitlists
 // (waitlist.WakingEvents) of every hotel.
-func WaitlistSubjects() []string {
-	out := make([]string, 0, len(waitlist.WakingEvents))
-	for _, t := range waitlist.WakingEvents {
-		out = append(out, events.Subject(string(berth.KindHotel), "*", t))
+func WaitlistSubjects() []string { return wakingSubjects(berth.KindHotel, waitlist.WakingEvents) }
+
+func wakingSubjects(kind berth.Kind, types []string) []string {
+	out := make([]string, 0, len(types))
+	for _, t := range types {
+		out = append(out, events.Subject(string(kind), "*", t))
 	}
 	return out
 }
@@ -47,18 +49,34 @@ func WaitlistHandler(o Offerer, log *slog.Logger) Handler {
 // claimed, or decides again on what is free then, which never offers a
 // room twice. Only a second move before the copy is read can still lose it.
 func WaitlistHandlerIn(region string, js jetstream.JetStream, o Offerer, log *slog.Logger) Handler {
+	return offerHandler(berth.KindHotel, region, js, log, waitlist.Freed, o.OfferFreed,
+		func(ctx context.Context, e waitlist.Entry, eventID string) {
+			log.InfoContext(ctx, "waitlist offer", "hotel_id", e.HotelID, "entry_id", e.ID, "reservation_id", e.Offer.ReservationID,
+				"event_id", eventID)
+		})
+}
+
+// offerHandler is what both waitlist consumers (hotels, clinics) do with a
+// message: a freeing event of their kind (freed reads it) is offered
+// (offer: once per event, in the partition's home region); a partition
+// unknown here is acked; one homed elsewhere (421) is acked, after a redrive
+// when this region's relay sent the event (WaitlistHandlerIn says why);
+// every offer made is logged.
+func offerHandler[F, E any](kind berth.Kind, region string, js jetstream.JetStream, log *slog.Logger,
+	freed func(string, []byte) (F, bool, error), offer func(context.Context, string, F) ([]E, error),
+	logged func(context.Context, E, string)) Handler {
 	return func(ctx context.Context, m Message) error {
 		if m.DecodeErr != nil {
 			return m.DecodeErr
 		}
-		if m.Event.Kind != string(berth.KindHotel) {
+		if m.Event.Kind != string(kind) {
 			return nil
 		}
-		free, ok, err := waitlist.Freed(m.Event.Type, m.Event.Data)
+		free, ok, err := freed(m.Event.Type, m.Event.Data)
 		if err != nil || !ok {
 			return err
 		}
-		offered, err := o.OfferFreed(ctx, m.Event.ID, free)
+		offered, err := offer(ctx, m.Event.ID, free)
 		switch berth.ErrorCode(err) {
 		case berth.CodeMisdirected:
 			if js == nil || region == "" || m.Region != region || m.Redriven {
@@ -67,8 +85,8 @@ func WaitlistHandlerIn(region string, js jetstream.JetStream, o Offerer, log *sl
 			if err := Redrive(ctx, js, m); err != nil {
 				return err
 			}
-			log.InfoContext(ctx, "waitlist event redriven: its hotel moved away after this region sent it",
-				"hotel_id", free.HotelID, "event_id", m.Event.ID)
+			log.InfoContext(ctx, "waitlist event redriven: its partition moved away after this region sent it",
+				"kind", string(kind), "partition_id", m.Event.PartitionID, "event_id", m.Event.ID)
 			return nil
 		case berth.CodeNotFound:
 			return nil
@@ -77,8 +95,7 @@ func WaitlistHandlerIn(region string, js jetstream.JetStream, o Offerer, log *sl
 			return err
 		}
 		for _, e := range offered {
-			log.InfoContext(ctx, "waitlist offer", "hotel_id", e.HotelID, "entry_id", e.ID, "reservation_id", e.Offer.ReservationID,
-				"event_id", m.Event.ID)
+			logged(ctx, e, m.Event.ID)
 		}
 		return nil
 	}
@@ -120,11 +137,7 @@ type ClinicOfferer interface {
 // ClinicWaitlistSubjects are the subjects of the events that wake clinic
 // waitlists (waitlist.ClinicWakingEvents) of every clinic.
 func ClinicWaitlistSubjects() []string {
-	out := make([]string, 0, len(waitlist.ClinicWakingEvents))
-	for _, t := range waitlist.ClinicWakingEvents {
-		out = append(out, events.Subject(string(berth.KindClinic), "*", t))
-	}
-	return out
+	return wakingSubjects(berth.KindClinic, waitlist.ClinicWakingEvents)
 }
 
 // ClinicWaitlistHandler applies one freeing clinic event to the line of its
@@ -132,31 +145,18 @@ func ClinicWaitlistSubjects() []string {
 // for hotels, a clinic homed in another region (421) or unknown here is
 // acked: it is not this region's to serve.
 func ClinicWaitlistHandler(o ClinicOfferer, log *slog.Logger) Handler {
-	return func(ctx context.Context, m Message) error {
-		if m.DecodeErr != nil {
-			return m.DecodeErr
-		}
-		if m.Event.Kind != string(berth.KindClinic) {
-			return nil
-		}
-		free, ok, err := waitlist.ClinicFreed(m.Event.Type, m.Event.Data)
-		if err != nil || !ok {
-			return err
-		}
-		offered, err := o.OfferClinicFreed(ctx, m.Event.ID, free)
-		switch berth.ErrorCode(err) {
-		case berth.CodeMisdirected, berth.CodeNotFound:
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		for _, e := range offered {
+	return ClinicWaitlistHandlerIn("", nil, o, log)
+}
+
+// ClinicWaitlistHandlerIn is ClinicWaitlistHandler for the consumer of
+// region, which redrives an event its relay sent for a clinic that moved
+// away since, as WaitlistHandlerIn does for hotels.
+func ClinicWaitlistHandlerIn(region string, js jetstream.JetStream, o ClinicOfferer, log *slog.Logger) Handler {
+	return offerHandler(berth.KindClinic, region, js, log, waitlist.ClinicFreed, o.OfferClinicFreed,
+		func(ctx context.Context, e waitlist.ClinicEntry, eventID string) {
 			log.InfoContext(ctx, "clinic waitlist offer", "clinic_id", e.ClinicID, "entry_id", e.ID,
-				"appointment_id", e.Offer.AppointmentID, "event_id", m.Event.ID)
-		}
-		return nil
-	}
+				"appointment_id", e.Offer.AppointmentID, "event_id", eventID)
+		})
 }
 
 // OfferOnClinicFree runs the clinic waitlist consumer of one region: one
@@ -164,5 +164,5 @@ func ClinicWaitlistHandler(o ClinicOfferer, log *slog.Logger) Handler {
 // every clinic from the start of the stream.
 func OfferOnClinicFree(ctx context.Context, js jetstream.JetStream, region string, o ClinicOfferer, log *slog.Logger) error {
 	return Consume(ctx, js, ConsumerConfig{Durable: "clinic-waitlist-" + region, Filters: ClinicWaitlistSubjects(), Log: log},
-		ClinicWaitlistHandler(o, log))
+		ClinicWaitlistHandlerIn(region, js, o, log))
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/berthhq/berth/internal/appointment"
 	"github.com/berthhq/berth/internal/berth"
+	"github.com/berthhq/berth/internal/reservation"
 )
 
 // Clinic waitlists (docs/adr/0015-clinic-waitlist.md): a patient waits for a
@@ -117,18 +118,10 @@ type ClinicJoinRequest struct {
 }
 
 // AfterClinicOffer is what an offered entry becomes when its appointment
-// moves to status s: confirmed → booked, expired → lapsed, cancelled →
-// declined.
+// moves to status s: AfterOffer's rule (confirmed → booked, expired →
+// lapsed, cancelled → declined), the statuses being named alike.
 func AfterClinicOffer(s appointment.Status) (Status, bool) {
-	switch s {
-	case appointment.StatusConfirmed:
-		return StatusBooked, true
-	case appointment.StatusExpired:
-		return StatusLapsed, true
-	case appointment.StatusCancelled:
-		return StatusDeclined, true
-	}
-	return "", false
+	return AfterOffer(reservation.Status(s))
 }
 
 // FreeSlot is a takeable slot of the doctor as an offer sees it.
