@@ -305,7 +305,8 @@ func (c *ClinicStore) holdInWindow(ctx context.Context, tx pgx.Tx, req appointme
 	if !ok {
 		// The slots seen open a moment ago went to others (or lie on days
 		// the guest is busy): offer what is open now.
-		c.full.mark(req, time.Now())
+		// Not marked full: the slots may only be locked by holds still
+		// running, and the next holds should try them, not read first.
 		return took{}, false, price, slotTaken(ctx, tx, req.ClinicID, req.DoctorID, "", req.GuestID, req.WindowStart, fullWindowDetail)
 	}
 	return t, prepay, price, nil
