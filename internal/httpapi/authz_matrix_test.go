@@ -46,6 +46,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 	env := bookingtest.Start(t, bookingtest.Options{GuestLimits: berth.GuestLimits{Holds: 1000, Quantity: 1000}, Configure: func(cfg *httpapi.Config, st *postgres.Store) {
 		clinics = postgres.NewClinicStore(st, 5*time.Minute)
 		cfg.Clinics = clinics
+		cfg.ClinicWaitlist = clinics
 		cfg.Placements = postgres.NewPlacements(st.DB())
 	}})
 	ce := &clinicEnv{Env: env, Clinics: clinics}
@@ -115,6 +116,29 @@ func TestAuthorizationMatrix(t *testing.T) {
 			t.Fatalf("seed appointment: %d %s", r.Status, r.Body)
 		}
 		return r.JSON()["appointment_id"].(string)
+	}
+	// fullDoctor is a doctor of its own whose one slot on day 5 carol has
+	// booked: a waitlist join for that day is accepted.
+	fullDoctor := func(t *testing.T) string {
+		d := ce.seedDoctor(clinicID, 30, false, allWeek("09:00", "09:30"))
+		ce.materialize(clinicID, bookingtest.Date(5), bookingtest.Date(6))
+		r := env.Do(bookingtest.Request{Method: "POST", Path: "/v1/clinics/" + clinicID + "/appointments", Token: admin,
+			IdemKey: bookingtest.NewKey(), Body: map[string]any{"guest_id": "carol", "slot_id": ce.slots(clinicID, d, bookingtest.Date(5))[0].ID}})
+		if r.Status != http.StatusCreated {
+			t.Fatalf("seed appointment: %d %s", r.Status, r.Body)
+		}
+		return d
+	}
+	joinBody := func(t *testing.T) map[string]any {
+		return map[string]any{"guest_id": "alice", "doctor_id": fullDoctor(t), "date": bookingtest.Date(5)}
+	}
+	aliceWaits := func(t *testing.T) string {
+		r := env.Do(bookingtest.Request{Method: "POST", Path: "/v1/clinics/" + clinicID + "/waitlist", Token: admin,
+			IdemKey: bookingtest.NewKey(), Body: joinBody(t)})
+		if r.Status != http.StatusCreated {
+			t.Fatalf("seed waitlist entry: %d %s", r.Status, r.Body)
+		}
+		return r.JSON()["entry_id"].(string)
 	}
 	// alicePaid holds a reservation for alice as alice and pays it: the
 	// confirmation a guest can make carries a verified payment.
@@ -263,6 +287,18 @@ func TestAuthorizationMatrix(t *testing.T) {
 		}, 200},
 		{"doctor's day list", "staff-here admin", func(*testing.T) bookingtest.Request {
 			return bookingtest.Request{Method: "GET", Path: clinicPath + "/doctors/" + doctorID + "/appointments?date=" + bookingtest.Date(3)}
+		}, 200},
+		{"alice waits for a doctor", "guest staff-here admin", func(t *testing.T) bookingtest.Request {
+			return bookingtest.Request{Method: "POST", Path: clinicPath + "/waitlist", IdemKey: bookingtest.NewKey(), Body: joinBody(t)}
+		}, 201},
+		{"read alice's clinic waitlist entry", "guest staff-here admin", func(t *testing.T) bookingtest.Request {
+			return bookingtest.Request{Method: "GET", Path: clinicPath + "/waitlist/" + aliceWaits(t)}
+		}, 200},
+		{"alice leaves a doctor's line", "guest staff-here admin", func(t *testing.T) bookingtest.Request {
+			return bookingtest.Request{Method: "POST", Path: clinicPath + "/waitlist/" + aliceWaits(t) + "/leave", IdemKey: bookingtest.NewKey()}
+		}, 200},
+		{"list alice's clinic waitlist entries", "guest staff-here admin", func(*testing.T) bookingtest.Request {
+			return bookingtest.Request{Method: "GET", Path: clinicPath + "/waitlist?guest_id=alice"}
 		}, 200},
 		{"list placements", "ops", func(*testing.T) bookingtest.Request {
 			return bookingtest.Request{Method: "GET", Path: "/v1/placements"}

@@ -24,7 +24,7 @@ var templates = map[string]string{
 	"appointment.no_show": "no_show", "appointment.completed": "visit_completed",
 	// The stay at the front desk and its walks (docs/adr/0012-walks.md).
 	"reservation.checked_in": "checked_in", "reservation.no_show": "stay_no_show", "reservation.walked": "walked",
-	"waitlist.offered": "offer",
+	"waitlist.offered": "offer", "clinic_waitlist.offered": "slot_offer",
 }
 
 // EventTypes are the event types that send a message, sorted. The notify
@@ -98,6 +98,8 @@ func compose(template string, it view.Item) (string, string) {
 		return "Thank you for your visit", fmt.Sprintf("%s (%s) is completed.\nReference: %s", what, when, it.ID)
 	case "offer":
 		return "A room came free for you", fmt.Sprintf("%s (%s) is held for you from the waitlist: pay and confirm it before the hold expires, or it passes to the next guest.\nReference: %s", what, when, it.ID)
+	case "slot_offer":
+		return "An appointment came free for you", fmt.Sprintf("%s (%s) is held for you from the waitlist: confirm it (paying first if the doctor asks for prepayment) before the hold expires, or it passes to the next patient.\nReference: %s", what, when, it.ID)
 	case "refund":
 		return "Refund on its way", fmt.Sprintf("We could not keep %s (%s); your payment is being refunded.\nReference: %s", what, when, it.ID)
 	case "checked_in":

@@ -68,6 +68,9 @@ var mappers = map[string]mapper{
 	// A reschedule carries the appointment with its new slot.
 	"clinic/appointment.rescheduled": clinicAppointment,
 	"clinic/refund_requested":        nested("appointment", clinicAppointment),
+	// A clinic waitlist offer carries its entry beside the held appointment
+	// it made (docs/adr/0015-clinic-waitlist.md).
+	"clinic/clinic_waitlist.offered": nested("appointment", clinicAppointment),
 }
 
 // FromEvent projects an event. ok is false for events the view ignores.
