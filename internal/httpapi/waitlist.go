@@ -36,6 +36,8 @@ type joinRequest struct {
 	Quantity     *int   `json:"quantity,omitempty"`
 	ContactEmail string `json:"contact_email,omitempty"`
 	ContactPhone string `json:"contact_phone,omitempty"`
+	// ContactPushToken is the guest app's device token for push (FCM).
+	ContactPushToken string `json:"contact_push_token,omitempty"`
 }
 
 // joinWaitlist puts a guest (their own token, or an admin) in the line for
@@ -67,6 +69,7 @@ func (s *Server) joinWaitlist(w http.ResponseWriter, r *http.Request) error {
 		f.Add("quantity", "a waitlist entry is for one room: want 1")
 	}
 	contactFields(&f, req.ContactEmail, req.ContactPhone)
+	pushTokenField(&f, req.ContactPushToken)
 	if err := f.Err(); err != nil {
 		return err
 	}
@@ -78,7 +81,7 @@ func (s *Server) joinWaitlist(w http.ResponseWriter, r *http.Request) error {
 	}
 	resp, err := s.cfg.Waitlist.JoinWaitlist(r.Context(), waitlist.JoinRequest{
 		EntryID: uuid.NewString(), HotelID: hotelID, RoomTypeID: strings.ToLower(req.RoomTypeID), GuestID: guestID,
-		Stay: stay, ContactEmail: req.ContactEmail, ContactPhone: req.ContactPhone,
+		Stay: stay, ContactEmail: req.ContactEmail, ContactPhone: req.ContactPhone, ContactPushToken: req.ContactPushToken,
 	}, &berth.Idem{Key: key, Hash: RequestHash("waitlist-join:"+hotelID, p.Subject, req), Render: render(http.StatusCreated)})
 	if err != nil {
 		return err

@@ -327,6 +327,11 @@ func TestWaitlistOfferLapsesToNextWaiter(t *testing.T) {
 		t.Fatalf("an offered entry left: %d %s", r.Status, r.Body)
 	}
 	res := env.Do(bookingtest.Request{Method: "GET", Path: "/v1/hotels/" + h.ID + "/reservations/" + offer["reservation_id"].(string), Token: env.Token("w0", "guest")})
+	// The offer's hold carries the waiter's contacts: its notifications
+	// (the offer first) reach the waiter's app by push.
+	if res.JSON()["contact_push_token"] != "fcm:w0" || e0["contact_push_token"] != "fcm:w0" {
+		t.Fatalf("the offer's hold or the entry without the waiter's push token: %s, %v", res.Body, e0)
+	}
 	if res.JSON()["waitlist_entry_id"] != entries[0] || res.JSON()["status"] != "held" {
 		t.Fatalf("the offered reservation: %s", res.Body)
 	}

@@ -8,12 +8,13 @@ import (
 	"github.com/berthhq/berth/internal/bookingtest"
 )
 
-// join puts guest on the hotel's waitlist for [in, out) and returns the answer.
+// join puts guest on the hotel's waitlist for [in, out), with an e-mail
+// address and a push token, and returns the answer.
 func join(env *bookingtest.Env, h bookingtest.Hotel, guest, in, out string) bookingtest.Response {
 	env.T.Helper()
 	return env.Do(bookingtest.Request{Method: "POST", Path: "/v1/hotels/" + h.ID + "/waitlist", Token: env.Token(guest, "guest"),
 		IdemKey: bookingtest.NewKey(), Body: map[string]any{"guest_id": guest, "room_type_id": h.RoomTypeID,
-			"check_in": in, "check_out": out, "contact_email": guest + "@example.com"}})
+			"check_in": in, "check_out": out, "contact_email": guest + "@example.com", "contact_push_token": "fcm:" + guest}})
 }
 
 // Guests join in order and see their places; leaving moves the line up;
@@ -114,6 +115,7 @@ func TestWaitlistJoinInput(t *testing.T) {
 		"no room type":   {env.Token("g", "guest"), bookingtest.NewKey(), map[string]any{"guest_id": "g", "check_in": in, "check_out": out}, 400, "invalid_request"},
 		"control chars":  {env.Token("g", "guest"), bookingtest.NewKey(), map[string]any{"guest_id": "g\x00", "room_type_id": h.RoomTypeID, "check_in": in, "check_out": out}, 400, "invalid_request"},
 		"malformed JSON": {env.Token("g", "guest"), bookingtest.NewKey(), "{", 400, "invalid_request"},
+		"bad push token": {env.Token("g", "guest"), bookingtest.NewKey(), map[string]any{"guest_id": "g", "room_type_id": h.RoomTypeID, "check_in": in, "check_out": out, "contact_push_token": "a b"}, 400, "invalid_request"},
 	} {
 		p := path
 		if name == "unknown hotel" {

@@ -33,7 +33,7 @@ const lockQueueSQL = `SELECT last_seq FROM waitlist_queues WHERE hotel_id = $1 A
 
 const entryColumns = `e.entry_id::TEXT, e.hotel_id::TEXT, e.room_type_id::TEXT, e.guest_id, e.check_in, e.check_out, e.quantity,
 	e.seq, e.status, COALESCE(e.reservation_id::TEXT, ''), e.offered_at, COALESCE(e.contact_email, ''), COALESCE(e.contact_phone, ''),
-	e.version, e.created_at, e.updated_at, r.hold_expires_at, COALESCE(r.status, '')`
+	e.version, e.created_at, e.updated_at, r.hold_expires_at, COALESCE(r.status, ''), COALESCE(e.contact_push_token, '')`
 
 // entryFrom is the FROM clause of entryColumns: the entry with its offer's
 // reservation.
@@ -52,7 +52,8 @@ func scanEntry(row pgx.Row, extra ...any) (waitlist.Entry, error) {
 		reservation string
 	)
 	dest := append([]any{&e.ID, &e.HotelID, &e.RoomTypeID, &e.GuestID, &ci, &co, &qty, &e.Seq, &status, &reservation,
-		&offeredAt, &e.ContactEmail, &e.ContactPhone, &e.Version, &e.CreatedAt, &e.UpdatedAt, &expiresAt, &resStatus}, extra...)
+		&offeredAt, &e.ContactEmail, &e.ContactPhone, &e.Version, &e.CreatedAt, &e.UpdatedAt, &expiresAt, &resStatus,
+		&e.ContactPushToken}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return e, err
 	}
@@ -128,13 +129,13 @@ func (s *Store) JoinWaitlist(ctx context.Context, req waitlist.JoinRequest, idem
 		position := waitingNow + 1
 		e := waitlist.Entry{ID: req.EntryID, HotelID: req.HotelID, RoomTypeID: req.RoomTypeID, GuestID: req.GuestID,
 			CheckIn: req.Stay.CheckIn, CheckOut: req.Stay.CheckOut, Quantity: 1, Status: waitlist.StatusWaiting,
-			Position: &position, ContactEmail: req.ContactEmail, ContactPhone: req.ContactPhone, Version: 1,
+			Position: &position, ContactEmail: req.ContactEmail, ContactPhone: req.ContactPhone, ContactPushToken: req.ContactPushToken, Version: 1,
 			CreatedAt: now, UpdatedAt: now, Seq: seq}
 		b.Queue(`INSERT INTO waitlist_entries (hotel_id, entry_id, home_region, room_type_id, guest_id, check_in, check_out,
-				quantity, seq, status, contact_email, contact_phone, version, created_at, updated_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, 1, $8, 'waiting', NULLIF($9, ''), NULLIF($10, ''), 1, $11, $11)`,
+				quantity, seq, status, contact_email, contact_phone, version, created_at, updated_at, contact_push_token)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, 1, $8, 'waiting', NULLIF($9, ''), NULLIF($10, ''), 1, $11, $11, NULLIF($12, ''))`,
 			e.HotelID, e.ID, s.region, e.RoomTypeID, e.GuestID, e.CheckIn.Time(), e.CheckOut.Time(), e.Seq,
-			e.ContactEmail, e.ContactPhone, now)
+			e.ContactEmail, e.ContactPhone, now, e.ContactPushToken)
 		return e, queueEvents(ctx, b, s.region, entryEvent(eventJoined, e, nil))
 	})
 }

@@ -57,7 +57,7 @@ const claimWaitlistEventSQL = `INSERT INTO waitlist_events (hotel_id, event_id, 
 
 const offerCandidatesSQL = `
 SELECT entry_id::TEXT, guest_id, check_in, check_out, quantity, COALESCE(contact_email, ''), COALESCE(contact_phone, ''),
-       seq, version, created_at
+       seq, version, created_at, COALESCE(contact_push_token, '')
 FROM waitlist_entries
 WHERE hotel_id = $1 AND room_type_id = $2 AND status = 'waiting'
   AND check_in >= CURRENT_DATE
@@ -73,8 +73,8 @@ ORDER BY night FOR UPDATE`
 // insertOfferSQL records an offer's held reservation with its entry.
 const insertOfferSQL = `INSERT INTO reservations (hotel_id, reservation_id, home_region, room_type_id, guest_id, check_in, check_out,
 		quantity, status, hold_expires_at, total_price_cents, currency, contact_email, contact_phone, version, created_at, updated_at,
-		waitlist_entry_id)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'held', $9, $10, $11, NULLIF($12, ''), NULLIF($13, ''), 1, $14, $14, $15)`
+		waitlist_entry_id, contact_push_token)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'held', $9, $10, $11, NULLIF($12, ''), NULLIF($13, ''), 1, $14, $14, $15, NULLIF($16, ''))`
 
 // offerEntrySQL marks a waiting entry offered; it must change one row (the
 // waitlist's lock keeps leaves out meanwhile).
@@ -142,7 +142,8 @@ func (s *Store) offerIn(ctx context.Context, tx pgx.Tx, b *pgx.Batch, eventID st
 				ci, co time.Time
 				qty    int32
 			)
-			if err = rows.Scan(&e.ID, &e.GuestID, &ci, &co, &qty, &e.ContactEmail, &e.ContactPhone, &e.Seq, &e.Version, &e.CreatedAt); err != nil {
+			if err = rows.Scan(&e.ID, &e.GuestID, &ci, &co, &qty, &e.ContactEmail, &e.ContactPhone, &e.Seq, &e.Version, &e.CreatedAt,
+				&e.ContactPushToken); err != nil {
 				break
 			}
 			e.HotelID, e.RoomTypeID, e.CheckIn, e.CheckOut, e.Quantity = free.HotelID, free.RoomTypeID, reservation.DateOf(ci), reservation.DateOf(co), int(qty)
@@ -214,7 +215,8 @@ func (s *Store) offerIn(ctx context.Context, tx pgx.Tx, b *pgx.Batch, eventID st
 		}
 		t.expiresAt = t.now.Add(s.offerTTL)
 		r := heldReservation(reservation.HoldRequest{ReservationID: ids[n], HotelID: free.HotelID, RoomTypeID: free.RoomTypeID,
-			GuestID: e.GuestID, Stay: e.Stay(), Quantity: e.Quantity, ContactEmail: e.ContactEmail, ContactPhone: e.ContactPhone}, t)
+			GuestID: e.GuestID, Stay: e.Stay(), Quantity: e.Quantity, ContactEmail: e.ContactEmail, ContactPhone: e.ContactPhone,
+			ContactPushToken: e.ContactPushToken}, t)
 		r.WaitlistEntryID = e.ID
 		e.Status, e.Version, e.UpdatedAt = waitlist.StatusOffered, e.Version+1, now
 		e.Offer = &waitlist.Offer{ReservationID: r.ID, OfferedAt: now, ExpiresAt: r.HoldExpiresAt, ReservationStatus: r.Status}
@@ -262,7 +264,8 @@ func (s *Store) offerIn(ctx context.Context, tx pgx.Tx, b *pgx.Batch, eventID st
 	for _, o := range offers {
 		r := o.r
 		b.Queue(insertOfferSQL, r.HotelID, r.ID, s.region, r.RoomTypeID, r.GuestID, r.CheckIn.Time(), r.CheckOut.Time(),
-			r.Quantity, r.HoldExpiresAt, r.TotalPriceCents, r.Currency, r.ContactEmail, r.ContactPhone, r.CreatedAt, r.WaitlistEntryID)
+			r.Quantity, r.HoldExpiresAt, r.TotalPriceCents, r.Currency, r.ContactEmail, r.ContactPhone, r.CreatedAt, r.WaitlistEntryID,
+			r.ContactPushToken)
 		if err := queueEvents(ctx, b, s.region,
 			reservationInventoryEvent(reservation.EventHeld, r, o.t.counts),
 			entryEvent(waitlist.EventOffered, o.entry, map[string]any{"entry": o.entry, "reservation": r})); err != nil {

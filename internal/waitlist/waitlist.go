@@ -50,12 +50,15 @@ type Entry struct {
 	// waitlist (1 = next in line); absent once the entry no longer waits.
 	Position *int64 `json:"position,omitempty"`
 	// Offer is the held reservation made for the entry, once offered.
-	Offer        *Offer    `json:"offer,omitempty"`
-	ContactEmail string    `json:"contact_email,omitempty"`
-	ContactPhone string    `json:"contact_phone,omitempty"`
-	Version      int64     `json:"version"`
-	CreatedAt    time.Time `json:"created_at"`
-	UpdatedAt    time.Time `json:"updated_at"`
+	Offer        *Offer `json:"offer,omitempty"`
+	ContactEmail string `json:"contact_email,omitempty"`
+	ContactPhone string `json:"contact_phone,omitempty"`
+	// ContactPushToken is the waiter's app's device token (FCM); the
+	// offer's hold carries it like the e-mail and phone.
+	ContactPushToken string    `json:"contact_push_token,omitempty"`
+	Version          int64     `json:"version"`
+	CreatedAt        time.Time `json:"created_at"`
+	UpdatedAt        time.Time `json:"updated_at"`
 	// Seq is the entry's number in its waitlist's line (internal: positions
 	// are what guests see).
 	Seq int64 `json:"-"`
@@ -85,6 +88,8 @@ type JoinRequest struct {
 	Stay         reservation.Stay
 	ContactEmail string
 	ContactPhone string
+	// ContactPushToken is optional, like the e-mail and the phone.
+	ContactPushToken string
 }
 
 // MaxWaitingPerGuest bounds the entries one guest may have waiting in one
