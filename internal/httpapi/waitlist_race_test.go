@@ -450,3 +450,67 @@ func TestWaitlistOfferRespectsGuestLimits(t *testing.T) {
 	}
 	assertWaitlistAudit(t, env, h.ID)
 }
+
+// A guest who joins while rooms of their stay are free is not left waiting
+// for the next free: the join's own event wakes the waitlist and the guest
+// is offered a room (first come, first served: an earlier waiter whose stay
+// fits is served first), once however often the event is delivered.
+func TestWaitlistJoinWhileRoomsAreFree(t *testing.T) {
+	t.Parallel()
+	env := bookingtest.Start(t, bookingtest.Options{})
+	h := env.SeedHotel("", 2, 0, bookingtest.Date(29), bookingtest.Date(40))
+	in, out := bookingtest.Date(30), bookingtest.Date(32)
+	for _, g := range []string{"x", "y"} {
+		if r := env.Do(bookingtest.Request{Method: "POST", Path: "/v1/hotels/" + h.ID + "/reservations", Token: env.Token(g, "guest"),
+			IdemKey: bookingtest.NewKey(), Body: map[string]any{"guest_id": g, "room_type_id": h.RoomTypeID, "check_in": in, "check_out": out, "quantity": 1}}); r.Status != http.StatusCreated {
+			t.Fatalf("hold %s: %d %s", g, r.Status, r.Body)
+		}
+	}
+	if r := join(env, h, "first", in, out); r.Status != http.StatusCreated {
+		t.Fatalf("join first: %d %s", r.Status, r.Body)
+	}
+	deliver(t, env, relayed(t, env))
+	if line := waitlistRows(t, env, h.ID); line[0].status != "waiting" {
+		t.Fatalf("sold out, yet the first waiter is %s", line[0].status)
+	}
+	// Inventory raised by one room, relayed later (a consumer behind):
+	// meanwhile a second guest joins. Whichever event comes first serves
+	// the line in order: the room goes to the first waiter.
+	if r := env.Do(bookingtest.Request{Method: "PUT", Path: "/v1/hotels/" + h.ID + "/room-types/" + h.RoomTypeID + "/inventory", Token: env.Admin(),
+		Body: map[string]any{"from": bookingtest.Date(29), "to": bookingtest.Date(40), "total_rooms": 3}}); r.Status != http.StatusOK {
+		t.Fatalf("raise inventory: %d %s", r.Status, r.Body)
+	}
+	if r := join(env, h, "second", in, out); r.Status != http.StatusCreated {
+		t.Fatalf("join second: %d %s", r.Status, r.Body)
+	}
+	msgs := relayed(t, env)
+	var joins []natsbus.Message
+	for _, m := range msgs {
+		if m.Event.Type == "waitlist.joined" {
+			joins = append(joins, m)
+		}
+	}
+	deliver(t, env, joins) // the join's event alone, twice at once
+	line := waitlistRows(t, env, h.ID)
+	if line[0].status != "offered" || line[1].status != "waiting" {
+		t.Fatalf("after the join's event: first %s, second %s", line[0].status, line[1].status)
+	}
+	deliver(t, env, msgs)
+	// A third guest joins while a room is free: offered at once.
+	if r := env.Do(bookingtest.Request{Method: "PUT", Path: "/v1/hotels/" + h.ID + "/room-types/" + h.RoomTypeID + "/inventory", Token: env.Admin(),
+		Body: map[string]any{"from": bookingtest.Date(29), "to": bookingtest.Date(40), "total_rooms": 5}}); r.Status != http.StatusOK {
+		t.Fatalf("raise inventory: %d %s", r.Status, r.Body)
+	}
+	deliver(t, env, relayed(t, env)) // second is served by the raise
+	if r := join(env, h, "third", in, out); r.Status != http.StatusCreated {
+		t.Fatalf("join third: %d %s", r.Status, r.Body)
+	}
+	deliver(t, env, relayed(t, env))
+	line = waitlistRows(t, env, h.ID)
+	for i, o := range line {
+		if o.status != "offered" || o.resStatus != "held" {
+			t.Fatalf("entry %d (%s) is %s (%s)", i, o.guest, o.status, o.resStatus)
+		}
+	}
+	assertWaitlistAudit(t, env, h.ID)
+}

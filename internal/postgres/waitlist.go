@@ -80,7 +80,7 @@ func entryEvent(typ string, e waitlist.Entry, data any) event {
 // The outbox events of a waiter joining and leaving (an offer's is
 // waitlist.EventOffered).
 const (
-	eventJoined = "waitlist.joined"
+	eventJoined = waitlist.EventJoined
 	eventLeft   = "waitlist.left"
 )
 

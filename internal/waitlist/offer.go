@@ -15,11 +15,17 @@ import (
 // early check-out, and every inventory change — a no-show's released
 // nights, inventory raised, a room back in order. A hold or a confirmation
 // only takes rooms.
+//
+// A join wakes its waitlist too (EventJoined): a guest who joins while
+// rooms of their stay are free is offered one at once rather than waiting
+// for the next free; the line is served first come, first served as for
+// any other wake.
 var WakingEvents = []string{
 	reservation.EventCancelled,
 	reservation.EventExpired,
 	reservation.EventCheckedOut,
 	reservation.EventInventory,
+	EventJoined,
 }
 
 // Free is what a waking event says came free: the nights of a room type
@@ -37,6 +43,9 @@ type Free struct {
 func Freed(eventType string, data []byte) (Free, bool, error) {
 	if !slices.Contains(WakingEvents, eventType) {
 		return Free{}, false, nil
+	}
+	if eventType == EventJoined {
+		return joinedFree(data)
 	}
 	var inv *reservation.InventoryChange
 	if eventType == reservation.EventInventory {
@@ -145,4 +154,17 @@ func fits(left map[string]int, w Waiter) bool {
 		}
 	}
 	return true
+}
+
+// joinedFree is what a join wakes: the nights of the entry's stay (whether
+// they have rooms left the offer transaction reads under their locks).
+func joinedFree(data []byte) (Free, bool, error) {
+	var e Entry
+	if err := json.Unmarshal(data, &e); err != nil {
+		return Free{}, false, fmt.Errorf("decode %s: %w", EventJoined, err)
+	}
+	if e.HotelID == "" || e.RoomTypeID == "" || !e.CheckIn.Before(e.CheckOut) {
+		return Free{}, false, nil
+	}
+	return Free{HotelID: e.HotelID, RoomTypeID: e.RoomTypeID, Nights: e.Stay().Dates()}, true, nil
 }

@@ -100,6 +100,14 @@ func TestFreed(t *testing.T) {
 	if f, ok, err := Freed(reservation.EventInventory, []byte(inv)); err != nil || !ok || len(f.Nights) != 1 {
 		t.Fatalf("inventory.changed: %+v %v %v", f, ok, err)
 	}
+	joined := `{"entry_id":"e","hotel_id":"h","room_type_id":"rt","guest_id":"g","check_in":"2027-05-10","check_out":"2027-05-12","status":"waiting"}`
+	if f, ok, err := Freed(EventJoined, []byte(joined)); err != nil || !ok || f.HotelID != "h" || f.RoomTypeID != "rt" || len(f.Nights) != 2 ||
+		f.Nights[0].String() != "2027-05-10" {
+		t.Fatalf("waitlist.joined: %+v %v %v", f, ok, err)
+	}
+	if _, _, err := Freed(EventJoined, []byte(`{"check_in":12}`)); err == nil {
+		t.Fatal("a bad join decoded")
+	}
 	for name, c := range map[string]struct{ typ, data string }{
 		"a hold takes":           {reservation.EventHeld, cancelled},
 		"a confirmation takes":   {reservation.EventConfirmed, cancelled},

@@ -36,6 +36,10 @@ var Statuses = []Status{StatusWaiting, StatusOffered, StatusBooked, StatusLapsed
 // waitlist_entry_id.
 const EventOffered = "waitlist.offered"
 
+// EventJoined is the outbox event of a guest joining a waitlist (the
+// entry); it wakes the waitlist (WakingEvents).
+const EventJoined = "waitlist.joined"
+
 // Entry is one guest waiting for one room of a type for a stay.
 type Entry struct {
 	ID         string           `json:"entry_id"`
