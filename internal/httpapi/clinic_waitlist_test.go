@@ -13,6 +13,7 @@ import (
 	"github.com/berthhq/berth/internal/bookingtest"
 	"github.com/berthhq/berth/internal/dbtest"
 	"github.com/berthhq/berth/internal/natsbus"
+	"github.com/berthhq/berth/internal/postgres"
 )
 
 // deliverClinic is deliver to the clinic waitlist consumer's handler.
@@ -590,4 +591,83 @@ func TestClinicWaitlistInput(t *testing.T) {
 	if r := post("q", map[string]any{"guest_id": "q", "doctor_id": doctor, "date": bookingtest.Date(16)}); r.Status != http.StatusCreated {
 		t.Fatalf("after leaving one, a new day: %d %s", r.Status, r.Body)
 	}
+}
+
+// booking verify's clinic waitlist checks find what they are for: an offer
+// whose appointment disagrees with its entry, a held offer whose entry no
+// longer names it, and an entry offered a slot while an earlier waiter whose
+// span holds it still waits.
+func TestVerifyFindsPlantedClinicWaitlistViolations(t *testing.T) {
+	t.Parallel()
+	e := startClinics(t, 0)
+	clinic := e.seedClinic("UTC")
+	doctor := e.seedDoctor(clinic, 30, false, allWeek("08:00", "09:00"))
+	day := bookingtest.Date(9)
+	e.materialize(clinic, day, bookingtest.Date(10))
+	slots := e.slots(clinic, doctor, day)
+	var appts []string
+	for i, s := range slots {
+		r, err := e.hold(context.Background(), clinic, fmt.Sprintf("h%d", i), map[string]any{"slot_id": s.ID})
+		if err != nil || r.Status != http.StatusCreated {
+			t.Fatalf("hold %d: %v %d %s", i, err, r.Status, r.Body)
+		}
+		appts = append(appts, r.JSON()["appointment_id"].(string))
+	}
+	// a waits for the last slot's half hour only; b for the whole day.
+	if r := e.joinClinic(clinic, doctor, "a", day, slots[1].StartsAt, slots[1].EndsAt); r.Status != http.StatusCreated {
+		t.Fatalf("join a: %d %s", r.Status, r.Body)
+	}
+	if r := e.joinClinic(clinic, doctor, "b", day, time.Time{}, time.Time{}); r.Status != http.StatusCreated {
+		t.Fatalf("join b: %d %s", r.Status, r.Body)
+	}
+	if r := e.Do(bookingtest.Request{Method: "POST", Path: "/v1/clinics/" + clinic + "/appointments/" + appts[0] + "/cancel",
+		Token: e.guest("h0"), IdemKey: bookingtest.NewKey()}); r.Status != http.StatusOK {
+		t.Fatalf("cancel: %d %s", r.Status, r.Body)
+	}
+	deliverClinic(t, e, relayed(t, e.Env))
+	e.AssertSlots(clinic) // clean so far: b got the first slot, a keeps waiting
+	count := func() map[string]int {
+		v, err := postgresVerify(e, clinic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	sql := dbtest.SQL(e.DB)
+	ctx := context.Background()
+	// a's window widened to the whole day: b's offer jumped a waiter.
+	if _, err := sql.Exec(ctx, `UPDATE clinic_waitlist_entries SET window_start = window_start - INTERVAL '8 hours', window_end = window_end + INTERVAL '8 hours'
+		WHERE clinic_id = $1 AND guest_id = 'a'`, clinic); err != nil {
+		t.Fatal(err)
+	}
+	// b's entry says its offer starts elsewhere than its appointment.
+	if _, err := sql.Exec(ctx, `UPDATE clinic_waitlist_entries SET offered_starts = offered_starts + INTERVAL '1 hour'
+		WHERE clinic_id = $1 AND guest_id = 'b'`, clinic); err != nil {
+		t.Fatal(err)
+	}
+	got := count()
+	if got["clinic_waitlist_fifo"] != 1 || got["clinic_waitlist_offer_holds"] != 1 {
+		t.Fatalf("planted one FIFO and one offer violation, verify found %v", got)
+	}
+	// The held offer's entry no longer names it.
+	if _, err := sql.Exec(ctx, `UPDATE clinic_waitlist_entries SET status = 'declined' WHERE clinic_id = $1 AND guest_id = 'b'`, clinic); err != nil {
+		t.Fatal(err)
+	}
+	if got := count(); got["clinic_waitlist_offer_holds"] != 1 {
+		t.Fatalf("a held offer without its offered entry: verify found %v", got)
+	}
+}
+
+// postgresVerify runs booking verify's clinic checks on one clinic and
+// counts the violations by check.
+func postgresVerify(e *clinicEnv, clinicID string) (map[string]int, error) {
+	res, err := postgres.Verify(context.Background(), e.DB, postgres.VerifyOptions{Partitions: []string{clinicID}})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int{}
+	for _, c := range res {
+		out[c.Name] = len(c.Violations)
+	}
+	return out, nil
 }
