@@ -273,6 +273,85 @@ func TestCheckInsFillEveryFreeRoom(t *testing.T) {
 	}
 }
 
+// A room another desk holds but gives back is not a reason to walk a
+// guest: the one free room is locked by another desk's transaction (as a
+// desk holds a room it tried and gave back until it commits); a check-in
+// arriving meanwhile waits for that desk instead of answering no_room_free,
+// and gets the room once the other desk lets go.
+func TestCheckInWaitsForARoomAnotherDeskHolds(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := bookingtest.Start(t, bookingtest.Options{DB: dbOptions(postgres.ReadCommitted)})
+	h := env.SeedHotel("", 10, 0, bookingtest.Date(-1), bookingtest.Date(10))
+	rooms := env.SeedRooms(h, "6", 1)
+	id := confirmedStay(t, env, h, "late", 0, 2, 1)
+	sql := dbtest.SQL(env.DB)
+	other, err := sql.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Rollback(ctx)
+	if _, err := other.Exec(ctx, `SELECT 1 FROM rooms WHERE hotel_id = $1 AND room_id = $2 FOR UPDATE`, h.ID, rooms[0]); err != nil {
+		t.Fatal(err)
+	}
+	type answer struct {
+		status int
+		code   string
+		err    error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		r, err := env.Try(ctx, bookingtest.Request{Method: "POST", Path: "/v1/hotels/" + h.ID + "/reservations/" + id + "/check-in",
+			Token: env.Admin(), IdemKey: bookingtest.NewKey()})
+		if err != nil {
+			done <- answer{err: err}
+			return
+		}
+		done <- answer{status: r.Status, code: r.Code()}
+	}()
+	// Let the other desk go only once the check-in answered or waits for it.
+	var got *answer
+	for deadline := time.Now().Add(30 * time.Second); got == nil; {
+		select {
+		case a := <-done:
+			got = &a
+			continue
+		default:
+		}
+		var waiting int
+		if err := sql.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the check-in neither answered nor waited for the other desk")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := other.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got == nil {
+		a := <-done
+		got = &a
+	}
+	if got.err != nil || got.status != http.StatusOK {
+		t.Fatalf("check-in while another desk held the free room: %d %s %v; want 200 once it let go", got.status, got.code, got.err)
+	}
+	var assigned string
+	if err := sql.QueryRow(ctx, `SELECT string_agg(DISTINCT room_id::TEXT, ',') FROM room_nights WHERE hotel_id = $1 AND reservation_id = $2`,
+		h.ID, id).Scan(&assigned); err != nil {
+		t.Fatal(err)
+	}
+	if assigned != rooms[0] {
+		t.Fatalf("rooms assigned: %q, want %s", assigned, rooms[0])
+	}
+	env.AssertInventory()
+}
+
 // A late check-in races the no-show job for the same guests: each stay
 // ends checked in or a no-show, never both, and the answers agree with the
 // database.

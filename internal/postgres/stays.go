@@ -122,7 +122,10 @@ const freeRoomsSQL = `SELECT m.room_id::TEXT, m.number, m.room_type_id::TEXT FRO
 	WHERE m.hotel_id = $1 AND m.room_type_id = $2 AND m.room_id <> ALL($5::UUID[])
 	  AND m.room_id NOT IN (SELECT n.room_id FROM room_nights n
 	                        WHERE n.hotel_id = $1 AND n.room_type_id = $2 AND n.night >= $3 AND n.night < $4)
-	ORDER BY m.floor, m.number, m.room_id LIMIT $6 FOR UPDATE OF m SKIP LOCKED`
+	ORDER BY m.floor, m.number, m.room_id LIMIT $6 FOR UPDATE OF m`
+
+// skipLocked makes freeRoomsSQL pass over the rooms other desks hold.
+const skipLocked = ` SKIP LOCKED`
 
 // assignRooms gives the stay r.Quantity rooms for every night, or returns
 // an error with nothing assigned. The unique key of room_nights is the
@@ -132,7 +135,13 @@ const freeRoomsSQL = `SELECT m.room_id::TEXT, m.number, m.room_type_id::TEXT FRO
 // fixed number of tries refused guests while rooms were still free when
 // many desks worked at once. Locking candidate rooms FOR UPDATE SKIP
 // LOCKED spreads concurrent check-ins over the free rooms instead of
-// queueing them all on the first.
+// queueing them all on the first. A desk keeps the lock of a room it gave
+// back (a concurrent check-in took one of its nights first) until it
+// commits, so a round that skipped finds nothing is not yet a refusal:
+// the next round waits for the rooms other desks hold, and tries those
+// that are still free once they commit or roll back; only a round that
+// waited and found nothing refuses. A desk waiting on another that waits
+// on it is a deadlock, which the transaction's retry answers.
 func assignRooms(ctx context.Context, tx pgx.Tx, region string, r reservation.Reservation, picked []string) ([]reservation.AssignedRoom, error) {
 	dates := make([]time.Time, 0, r.Stay().Nights())
 	for _, d := range r.Stay().Dates() {
@@ -142,6 +151,7 @@ func assignRooms(ctx context.Context, tx pgx.Tx, region string, r reservation.Re
 	tried := []string{} // not nil: <> ALL(NULL) would match no room
 	// Every round that finds candidates tries them, so tried grows and the
 	// loop ends within the type's rooms.
+	skip := true // whether the next round passes over the rooms other desks hold
 	for round := 0; len(got) < r.Quantity; round++ {
 		var (
 			rows pgx.Rows
@@ -154,7 +164,11 @@ func assignRooms(ctx context.Context, tx pgx.Tx, region string, r reservation.Re
 			rows, err = tx.Query(ctx, `SELECT room_id::TEXT, number, room_type_id::TEXT FROM rooms
 				WHERE hotel_id = $1 AND room_id = ANY($2::UUID[]) ORDER BY room_id FOR UPDATE`, r.HotelID, picked)
 		} else {
-			rows, err = tx.Query(ctx, freeRoomsSQL, r.HotelID, r.RoomTypeID, r.CheckIn.Time(), r.CheckOut.Time(), tried, r.Quantity-len(got))
+			q := freeRoomsSQL
+			if skip {
+				q += skipLocked
+			}
+			rows, err = tx.Query(ctx, q, r.HotelID, r.RoomTypeID, r.CheckIn.Time(), r.CheckOut.Time(), tried, r.Quantity-len(got))
 		}
 		if err != nil {
 			return nil, fmt.Errorf("find rooms: %w", err)
@@ -178,8 +192,13 @@ func assignRooms(ctx context.Context, tx pgx.Tx, region string, r reservation.Re
 			}
 		}
 		if len(cands) == 0 {
-			break
+			if len(picked) > 0 || !skip {
+				break
+			}
+			skip = false // nothing free but what other desks hold: wait for them
+			continue
 		}
+		skip = true
 		ids := make([]string, len(cands))
 		for i, c := range cands {
 			ids[i] = c.id
