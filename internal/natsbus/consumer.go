@@ -61,6 +61,12 @@ type ConsumerConfig struct {
 	// DeliverNew starts a newly created consumer at the end of the stream
 	// instead of its beginning (cache invalidation has no use for history).
 	DeliverNew bool
+	// SubjectOnly is for a handler that needs only the subject (kind,
+	// partition, event type) and the headers: the body is not decoded, and
+	// Message.Event is left zero with DecodeErr nil. Decoding every event's
+	// JSON cost such a consumer (cache invalidation) as much as its own work
+	// (docs/PERFORMANCE.md, "CPU per hold").
+	SubjectOnly bool
 	// InactiveThreshold, when set, lets the server delete the consumer
 	// after it has had no client for that long (a consumer per process
 	// instance, which would otherwise outlive it).
@@ -265,7 +271,9 @@ func handle(ctx context.Context, js jetstream.JetStream, cfg ConsumerConfig, log
 		m.Delivered = md.NumDelivered
 		seq = md.Sequence.Stream
 	}
-	m.Event, m.DecodeErr = events.Decode(m.Data)
+	if !cfg.SubjectOnly {
+		m.Event, m.DecodeErr = events.Decode(m.Data)
+	}
 	ctx, span := startConsume(ctx, tr, cfg.Durable, msg.Headers(), m)
 	var err error
 	defer func() { endSpan(span, err) }()

@@ -103,3 +103,16 @@ func TestTransientFailuresNeverDeadLetter(t *testing.T) {
 		t.Fatalf("attempts %v: want good 9 (8 transient failures, then success), poison 3", attempts)
 	}
 }
+
+func TestParseSubject(t *testing.T) {
+	pid := "0b6f3c1e-4a8e-4a57-9b0c-2f1d3e4a5b6c"
+	kind, p, typ, err := natsbus.ParseSubject(events.Subject("hotel", pid, "reservation.held"))
+	if err != nil || kind != "hotel" || p != pid || typ != "reservation.held" {
+		t.Fatalf("got %q %q %q %v", kind, p, typ, err)
+	}
+	for _, bad := range []string{"", "berth.", "berth.hotel", "berth.hotel." + pid, "other.hotel." + pid + ".x", "berth..p.x"} {
+		if _, _, _, err := natsbus.ParseSubject(bad); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+}

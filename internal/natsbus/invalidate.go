@@ -2,8 +2,11 @@ package natsbus
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"strings"
 
+	"github.com/berthhq/berth/internal/events"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -23,12 +26,34 @@ func (NoopInvalidator) Invalidate(context.Context, string, string, string, []byt
 // durable per region ("cache-<region>"), shared by the region's replicas,
 // starting at new events. Invalidation is idempotent by nature, so no
 // processed-event table is needed.
+//
+// The partition and the event type are read from the subject
+// (berth.<kind>.<partition_id>.<event_type>, which the relay builds from the
+// same record as the body), so the body is never decoded and the
+// invalidator gets no data.
 func InvalidateCache(ctx context.Context, js jetstream.JetStream, region string, inv Invalidator, log *slog.Logger) error {
-	return Consume(ctx, js, ConsumerConfig{Durable: "cache-" + region, DeliverNew: true, Log: log},
+	return Consume(ctx, js, ConsumerConfig{Durable: "cache-" + region, DeliverNew: true, SubjectOnly: true, Log: log},
 		func(ctx context.Context, m Message) error {
-			if m.DecodeErr != nil {
-				return m.DecodeErr
+			kind, partitionID, typ, err := ParseSubject(m.Subject)
+			if err != nil {
+				return err
 			}
-			return inv.Invalidate(ctx, m.Event.Kind, m.Event.PartitionID, m.Event.Type, m.Event.Data)
+			return inv.Invalidate(ctx, kind, partitionID, typ, nil)
 		})
+}
+
+// ParseSubject splits an event subject (events.Subject) into the
+// partition's kind, its id and the event type.
+func ParseSubject(subject string) (kind, partitionID, eventType string, err error) {
+	rest, ok := strings.CutPrefix(subject, events.SubjectPrefix)
+	if ok {
+		kind, rest, ok = strings.Cut(rest, ".")
+	}
+	if ok {
+		partitionID, eventType, ok = strings.Cut(rest, ".")
+	}
+	if !ok || kind == "" || partitionID == "" || eventType == "" {
+		return "", "", "", fmt.Errorf("event subject %q: want %s<kind>.<partition>.<type>", subject, events.SubjectPrefix)
+	}
+	return kind, partitionID, eventType, nil
 }

@@ -36,6 +36,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -83,6 +84,12 @@ type Cache struct {
 	flight singleflight.Group
 	br     *breaker
 
+	// Invalidations waiting for the next bump round trip, by generation
+	// key, and whether a round is running (see Invalidate).
+	bumpMu    sync.Mutex
+	bumpQueue map[string][]chan error
+	bumping   bool
+
 	hits, misses, loads, errs, bypassed, invalidations, invalidateErrs atomic.Int64
 }
 
@@ -93,7 +100,7 @@ type Stats struct {
 	Loads         int64 // database loads actually run (collapsed misses count once)
 	Errors        int64 // Redis calls that failed or timed out
 	Bypassed      int64 // reads that skipped Redis because the breaker was open
-	Invalidations int64 // generation bumps that succeeded
+	Invalidations int64 // invalidations that succeeded (coalesced callers count once each)
 	InvalidateErr int64 // invalidations that could not reach Redis
 	Breaker       State
 }
@@ -344,12 +351,36 @@ func (c *Cache) load(ctx context.Context, flightKey string, fn func(context.Cont
 // Invalidate drops every cached read of a partition by bumping its
 // generation. An error means Redis could not be reached: the entries then
 // expire on their TTL.
+//
+// Concurrent invalidations are coalesced, group-commit style: a call joins
+// the round trip that has not started yet (or starts one when none is
+// running), and a round bumps every partition queued for it once, in one
+// pipeline. A call therefore returns only after a bump of its partition
+// that began after the call did — exactly what a lone bump guarantees, so
+// the fill/invalidate argument above holds unchanged — while a region's
+// cache consumer, which sees every event of every region, pays one Redis
+// round trip per batch of events instead of one per event
+// (docs/PERFORMANCE.md, "CPU per hold").
 func (c *Cache) Invalidate(ctx context.Context, kind, partitionID string) error {
-	genTTL := max(24*time.Hour, 10*c.opts.TTL)
-	err := c.call(ctx, func(ctx context.Context) error {
-		return bumpScript.Run(ctx, c.rdb, []string{c.prefix(kind, partitionID) + "gen"},
-			strconv.FormatInt(int64(genTTL/time.Second), 10)).Err()
-	})
+	key := c.prefix(kind, partitionID) + "gen"
+	done := make(chan error, 1)
+	c.bumpMu.Lock()
+	if c.bumpQueue == nil {
+		c.bumpQueue = map[string][]chan error{}
+	}
+	c.bumpQueue[key] = append(c.bumpQueue[key], done)
+	if !c.bumping {
+		c.bumping = true
+		go c.bumpRounds()
+	}
+	c.bumpMu.Unlock()
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		// The round goes on without us; the caller retries.
+		err = ctx.Err()
+	}
 	if err != nil {
 		c.invalidateErrs.Add(1)
 		// Whatever went wrong (a timeout, a refused connection, the breaker
@@ -359,6 +390,79 @@ func (c *Cache) Invalidate(ctx context.Context, kind, partitionID string) error 
 	}
 	c.invalidations.Add(1)
 	return nil
+}
+
+// bumpRounds runs bump rounds until no invalidation waits.
+func (c *Cache) bumpRounds() {
+	for {
+		c.bumpMu.Lock()
+		round := c.bumpQueue
+		if len(round) == 0 {
+			c.bumping = false
+			c.bumpMu.Unlock()
+			return
+		}
+		c.bumpQueue = nil
+		c.bumpMu.Unlock()
+		errs := c.bump(round)
+		for key, waiters := range round {
+			for _, w := range waiters {
+				w <- errs[key]
+			}
+		}
+	}
+}
+
+// bump moves the generation of every key of round forward in one pipeline
+// (one call through the breaker) and returns the keys that failed.
+func (c *Cache) bump(round map[string][]chan error) map[string]error {
+	genTTL := strconv.FormatInt(int64(max(24*time.Hour, 10*c.opts.TTL)/time.Second), 10)
+	failed := map[string]error{}
+	err := c.call(context.Background(), func(ctx context.Context) error {
+		cmds := make(map[string]*redis.Cmd, len(round))
+		_, err := c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for key := range round {
+				cmds[key] = bumpScript.EvalSha(ctx, p, []string{key}, genTTL)
+			}
+			return nil
+		})
+		if err == nil {
+			return nil
+		}
+		// A Redis that lost its script cache (a restart) answers NOSCRIPT:
+		// send those with the script's text, which also loads it.
+		var retry []string
+		for key, cmd := range cmds {
+			if cerr := cmd.Err(); cerr != nil && redis.HasErrorPrefix(cerr, "NOSCRIPT") {
+				retry = append(retry, key)
+			} else if cerr != nil {
+				failed[key] = cerr
+			}
+		}
+		if len(retry) == 0 {
+			return err
+		}
+		_, err = c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, key := range retry {
+				cmds[key] = bumpScript.Eval(ctx, p, []string{key}, genTTL)
+			}
+			return nil
+		})
+		for _, key := range retry {
+			if cerr := cmds[key].Err(); cerr != nil {
+				failed[key] = cerr
+			}
+		}
+		return err
+	})
+	if err != nil {
+		for key := range round {
+			if failed[key] == nil {
+				failed[key] = err
+			}
+		}
+	}
+	return failed
 }
 
 // Events adapts the cache to the event consumer's invalidator (natsbus):

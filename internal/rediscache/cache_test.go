@@ -14,6 +14,7 @@ import (
 
 	"github.com/berthhq/berth/internal/rediscache"
 	"github.com/berthhq/berth/internal/rediscache/redistest"
+	"github.com/redis/go-redis/v9"
 )
 
 func newCache(t *testing.T, url string, opts rediscache.Options) *rediscache.Cache {
@@ -321,5 +322,79 @@ func TestReadLagShortensFillsAfterInvalidation(t *testing.T) {
 	// Now outside the window: the fill keeps the full TTL.
 	if _, hit, _ := c.Fetch(ctx, "hotel", "h", "k", 0, load); !hit {
 		t.Fatal("fill outside the lag window was not kept")
+	}
+}
+
+// Concurrent invalidations are coalesced into shared round trips, yet each
+// returns only after a bump of its own partition that began after the call:
+// an entry filled before the call is never served after it returns.
+func TestConcurrentInvalidationsEachDropTheirFills(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Start(t)
+	c := newCache(t, rs.URL(), rediscache.Options{})
+	ctx := context.Background()
+	const callers, partitions, rounds = 32, 4, 20
+	var wg sync.WaitGroup
+	errs := make(chan error, callers)
+	for i := range callers {
+		wg.Go(func() {
+			p, name := fmt.Sprint("p", i%partitions), fmt.Sprint("n", i)
+			for r := range rounds {
+				var calls atomic.Int64
+				before := fmt.Sprint("v", r)
+				if b, _, err := c.Fetch(ctx, "hotel", p, name, 0, loader(&calls, func() string { return before })); err != nil {
+					errs <- err
+					return
+				} else if string(b) != before && r > 0 {
+					errs <- fmt.Errorf("%s/%s round %d: served %q, want %q (an entry outlived its invalidation)", p, name, r, b, before)
+					return
+				}
+				if err := c.Invalidate(ctx, "hotel", p); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if got := c.Stats().Invalidations; got != callers*rounds {
+		t.Fatalf("invalidations counted %d, want one per call (%d)", got, callers*rounds)
+	}
+}
+
+// A Redis that lost its scripts (a restart, SCRIPT FLUSH) still gets its
+// bumps: the pipeline sends the script's text for those.
+func TestInvalidateAfterScriptFlush(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Start(t)
+	c := newCache(t, rs.URL(), rediscache.Options{})
+	ctx := context.Background()
+	var calls atomic.Int64
+	load := loader(&calls, func() string { return "v" })
+	for range 2 {
+		_, _, _ = c.Fetch(ctx, "hotel", "h", "k", 0, load)
+		if err := c.Invalidate(ctx, "hotel", "h"); err != nil {
+			t.Fatal(err)
+		}
+		ro, err := redis.ParseURL(rs.URL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		rdb := redis.NewClient(ro)
+		err = rdb.ScriptFlush(ctx).Err()
+		rdb.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, hit, _ := c.Fetch(ctx, "hotel", "h", "k", 0, load); hit {
+		t.Fatal("the invalidation after SCRIPT FLUSH did not drop the entry")
+	}
+	if n := calls.Load(); n != 3 {
+		t.Fatalf("%d loads, want 3 (each fill dropped by its invalidation)", n)
 	}
 }

@@ -63,9 +63,10 @@ func TestRedisOutageDuringBurstDeadLettersNothing(t *testing.T) {
 	const partitions, burst = 20, 200
 	publish := func(i int) {
 		id := fmt.Sprintf("ev-%03d", i)
+		pid := fmt.Sprintf("00000000-0000-0000-0000-%012d", i%partitions)
 		body, _ := json.Marshal(events.Envelope{SpecVersion: events.SpecVersion, ID: id, Source: "test", Type: "reservation.held", Kind: "hotel",
-			PartitionID: fmt.Sprintf("00000000-0000-0000-0000-%012d", i%partitions), Data: json.RawMessage(`{}`)})
-		msg := nats.NewMsg(fmt.Sprintf("berth.hotel.p%d.reservation.held", i%partitions))
+			PartitionID: pid, Data: json.RawMessage(`{}`)})
+		msg := nats.NewMsg(events.Subject("hotel", pid, "reservation.held"))
 		msg.Data = body
 		msg.Header.Set("Nats-Msg-Id", id)
 		if _, err := js.PublishMsg(ctx, msg); err != nil {
