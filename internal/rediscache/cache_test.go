@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -396,5 +397,47 @@ func TestInvalidateAfterScriptFlush(t *testing.T) {
 	}
 	if n := calls.Load(); n != 3 {
 		t.Fatalf("%d loads, want 3 (each fill dropped by its invalidation)", n)
+	}
+}
+
+// A call never joins a round already sent: its partition's bump could have
+// run before the write the call is for. Redis is paused while the first
+// round is in flight; a second call for the same partition must get a
+// round (a bump) of its own.
+func TestInvalidateNeverJoinsASentRound(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Start(t)
+	c := newCache(t, rs.URL(), rediscache.Options{})
+	ctx := context.Background()
+	if err := c.Invalidate(ctx, "hotel", "h"); err != nil { // loads the script
+		t.Fatal(err)
+	}
+	ro, err := redis.ParseURL(rs.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := redis.NewClient(ro)
+	defer admin.Close()
+	if err := admin.ConfigResetStat(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Do(ctx, "CLIENT", "PAUSE", "400", "ALL").Err(); err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan error, 1)
+	go func() { first <- c.Invalidate(ctx, "hotel", "h") }()
+	time.Sleep(100 * time.Millisecond) // the first round is sent and waits on the pause
+	if err := c.Invalidate(ctx, "hotel", "h"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	info, err := admin.Info(ctx, "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(info, "cmdstat_evalsha:calls=2,") {
+		t.Fatalf("want two bumps (one per round), commandstats:\n%s", info)
 	}
 }
