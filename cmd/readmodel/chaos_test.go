@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -149,11 +150,16 @@ func TestChaos(t *testing.T) {
 	if applied != total {
 		t.Errorf("read model applied %d events, outbox has %d", applied, total)
 	}
-	eventually(t, 30*time.Second, "notifications sent", func() bool {
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		var pending int
 		_ = dbtest.SQL(s.db).QueryRow(context.Background(), `SELECT count(*) FROM notify_messages WHERE status <> 'sent'`).Scan(&pending)
-		return pending == 0
-	})
+		if pending == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after 60s waiting for notifications sent; %d are not:\n%s", pending, unsentNotifications(t, s))
+		}
+	}
 	counter.mu.Lock()
 	for k, c := range counter.sent {
 		if c != 1 {
@@ -203,4 +209,30 @@ func streamEventIDs(t *testing.T, js jetstream.JetStream) map[string]int {
 		remaining -= got
 	}
 	return ids
+}
+
+// unsentNotifications describes up to ten messages of the queue that were
+// not sent, for a failure message: what they are and why they wait.
+func unsentNotifications(t *testing.T, s *stack) string {
+	t.Helper()
+	rows, err := dbtest.SQL(s.db).Query(context.Background(), `SELECT message_key, channel, status, attempts,
+		coalesce(last_error, ''), extract(epoch FROM next_attempt_at - now())::INT8
+		FROM notify_messages WHERE status <> 'sent' ORDER BY next_attempt_at LIMIT 10`)
+	if err != nil {
+		return err.Error()
+	}
+	defer rows.Close()
+	var out strings.Builder
+	for rows.Next() {
+		var (
+			key, channel, status, lastErr string
+			attempts                      int32
+			dueIn                         int64
+		)
+		if err := rows.Scan(&key, &channel, &status, &attempts, &lastErr, &dueIn); err != nil {
+			return err.Error()
+		}
+		fmt.Fprintf(&out, "  %s %s: %s after %d attempt(s), due in %d s, last error %q\n", key, channel, status, attempts, dueIn, lastErr)
+	}
+	return out.String()
 }
