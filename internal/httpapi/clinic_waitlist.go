@@ -55,11 +55,7 @@ func (s *Server) clinicWaitlistPrincipal(r *http.Request, clinicID string) (bert
 // joinClinicWaitlist puts a patient in a doctor's line for a slot on a day,
 // or in a window of that day.
 func (s *Server) joinClinicWaitlist(w http.ResponseWriter, r *http.Request) error {
-	clinicID, err := PathID(r, "clinic_id", "clinic")
-	if err != nil {
-		return err
-	}
-	p, err := s.clinicWaitlistPrincipal(r, clinicID)
+	clinicID, p, err := clinicLine.partition(s, r)
 	if err != nil {
 		return err
 	}
@@ -112,32 +108,7 @@ func (s *Server) joinClinicWaitlist(w http.ResponseWriter, r *http.Request) erro
 }
 
 func (s *Server) leaveClinicWaitlist(w http.ResponseWriter, r *http.Request) error {
-	clinicID, err := PathID(r, "clinic_id", "clinic")
-	if err != nil {
-		return err
-	}
-	entryID, err := PathID(r, "entry_id", "waitlist entry")
-	if err != nil {
-		return err
-	}
-	p, err := s.clinicWaitlistPrincipal(r, clinicID)
-	if err != nil {
-		return err
-	}
-	key, err := IdempotencyKey(r)
-	if err != nil {
-		return err
-	}
-	if err := decodeOptional(w, r, &struct{}{}); err != nil {
-		return err
-	}
-	idem := &berth.Idem{Key: key, Hash: RequestHash("clinic-waitlist-leave:"+entryID, p.Subject, nil), Render: render(http.StatusOK)}
-	resp, err := s.cfg.ClinicWaitlist.LeaveClinicWaitlist(r.Context(), clinicID, entryID, forGuest(p, berth.KindClinic, clinicID), idem)
-	if err != nil {
-		return err
-	}
-	writeResponse(w, resp)
-	return nil
+	return s.leaveEntry(w, r, clinicLine, s.cfg.ClinicWaitlist.LeaveClinicWaitlist)
 }
 
 // clinicWaitlistEntryView is an entry as GET shows it: with the payment of
@@ -151,11 +122,7 @@ type clinicWaitlistEntryView struct {
 // waits, the offer once made (with the payment intent of a prepaid offer
 // still held).
 func (s *Server) getClinicWaitlistEntry(w http.ResponseWriter, r *http.Request) error {
-	clinicID, err := PathID(r, "clinic_id", "clinic")
-	if err != nil {
-		return err
-	}
-	entryID, err := PathID(r, "entry_id", "waitlist entry")
+	clinicID, entryID, err := clinicLine.entryPath(r)
 	if err != nil {
 		return err
 	}
@@ -191,26 +158,11 @@ func (s *Server) getClinicWaitlistEntry(w http.ResponseWriter, r *http.Request) 
 // listClinicWaitlist lists a clinic's lines: staff and admins see every
 // entry, a patient only their own (guest_id is then required).
 func (s *Server) listClinicWaitlist(w http.ResponseWriter, r *http.Request) error {
-	clinicID, err := PathID(r, "clinic_id", "clinic")
+	clinicID, q, err := clinicLine.listing(s, r, "doctor_id", "a doctor id", "a patient sees only their own waitlist entries")
 	if err != nil {
 		return err
 	}
-	p, err := s.clinicWaitlistPrincipal(r, clinicID)
-	if err != nil {
-		return err
-	}
-	var (
-		f      Fields
-		filter waitlist.ClinicFilter
-	)
-	q := parseWaitlistQuery(r, &f, p, "doctor_id", "a doctor id")
-	filter.DoctorID, filter.GuestID, filter.Status, filter.Limit = q.id, q.guestID, q.status, q.limit
-	if err := f.Err(); err != nil {
-		return err
-	}
-	if p.Role == berth.RoleGuest && !p.MayActForGuest(berth.KindClinic, clinicID, filter.GuestID) {
-		return berth.Errorf(berth.CodeForbidden, "a patient sees only their own waitlist entries")
-	}
+	filter := waitlist.ClinicFilter{DoctorID: q.id, GuestID: q.guestID, Status: q.status, Limit: q.limit}
 	entries, err := s.cfg.ClinicWaitlist.ListClinicWaitlist(r.Context(), clinicID, filter)
 	if err != nil {
 		return err

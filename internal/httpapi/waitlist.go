@@ -43,11 +43,7 @@ type joinRequest struct {
 // joinWaitlist puts a guest (their own token, or an admin) in the line for
 // one room of a type for a stay.
 func (s *Server) joinWaitlist(w http.ResponseWriter, r *http.Request) error {
-	hotelID, err := PathID(r, "hotel_id", "hotel")
-	if err != nil {
-		return err
-	}
-	p, err := s.requireRole(r, berth.RoleGuest, berth.RoleAdmin)
+	hotelID, p, err := hotelLine.partition(s, r)
 	if err != nil {
 		return err
 	}
@@ -91,32 +87,7 @@ func (s *Server) joinWaitlist(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) leaveWaitlist(w http.ResponseWriter, r *http.Request) error {
-	hotelID, err := PathID(r, "hotel_id", "hotel")
-	if err != nil {
-		return err
-	}
-	entryID, err := PathID(r, "entry_id", "waitlist entry")
-	if err != nil {
-		return err
-	}
-	p, err := s.requireRole(r, berth.RoleGuest, berth.RoleAdmin)
-	if err != nil {
-		return err
-	}
-	key, err := IdempotencyKey(r)
-	if err != nil {
-		return err
-	}
-	if err := decodeOptional(w, r, &struct{}{}); err != nil {
-		return err
-	}
-	idem := &berth.Idem{Key: key, Hash: RequestHash("waitlist-leave:"+entryID, p.Subject, nil), Render: render(http.StatusOK)}
-	resp, err := s.cfg.Waitlist.LeaveWaitlist(r.Context(), hotelID, entryID, forGuest(p, berth.KindHotel, hotelID), idem)
-	if err != nil {
-		return err
-	}
-	writeResponse(w, resp)
-	return nil
+	return s.leaveEntry(w, r, hotelLine, s.cfg.Waitlist.LeaveWaitlist)
 }
 
 // getWaitlistEntry shows a guest their entry: the position while it waits,
@@ -124,11 +95,7 @@ func (s *Server) leaveWaitlist(w http.ResponseWriter, r *http.Request) error {
 // held, which the guest pays before confirming the offered reservation as
 // any hold.
 func (s *Server) getWaitlistEntry(w http.ResponseWriter, r *http.Request) error {
-	hotelID, err := PathID(r, "hotel_id", "hotel")
-	if err != nil {
-		return err
-	}
-	entryID, err := PathID(r, "entry_id", "waitlist entry")
+	hotelID, entryID, err := hotelLine.entryPath(r)
 	if err != nil {
 		return err
 	}
@@ -171,31 +138,110 @@ type waitlistEntryView struct {
 // listWaitlist lists a hotel's waitlists: an admin sees every entry, a
 // guest only their own (guest_id is then required and must be theirs).
 func (s *Server) listWaitlist(w http.ResponseWriter, r *http.Request) error {
-	hotelID, err := PathID(r, "hotel_id", "hotel")
+	hotelID, q, err := hotelLine.listing(s, r, "room_type_id", "a room type id", "a guest sees only their own waitlist entries")
 	if err != nil {
 		return err
 	}
-	p, err := s.requireRole(r, berth.RoleGuest, berth.RoleAdmin)
-	if err != nil {
-		return err
-	}
-	var (
-		f      Fields
-		filter waitlist.Filter
-	)
-	q := parseWaitlistQuery(r, &f, p, "room_type_id", "a room type id")
-	filter.RoomTypeID, filter.GuestID, filter.Status, filter.Limit = q.id, q.guestID, q.status, q.limit
-	if err := f.Err(); err != nil {
-		return err
-	}
-	if p.Role == berth.RoleGuest && !p.MayActForGuest(berth.KindHotel, hotelID, filter.GuestID) {
-		return berth.Errorf(berth.CodeForbidden, "a guest sees only their own waitlist entries")
-	}
+	filter := waitlist.Filter{RoomTypeID: q.id, GuestID: q.guestID, Status: q.status, Limit: q.limit}
 	entries, err := s.cfg.Waitlist.ListWaitlist(r.Context(), hotelID, filter)
 	if err != nil {
 		return err
 	}
 	WriteJSON(w, http.StatusOK, map[string]any{"hotel_id": hotelID, "entries": entries})
+	return nil
+}
+
+// waitlistLine is what tells the hotel and the clinic waitlist routes apart
+// where they otherwise do the same: the partition's kind, its path
+// parameter and name, who may use the join, list and leave routes, and the
+// leave route's idempotency hash prefix (part of stored keys' hashes: it
+// must never change).
+type waitlistLine struct {
+	kind      berth.Kind
+	idParam   string
+	what      string
+	principal func(s *Server, r *http.Request, partitionID string) (berth.Principal, error)
+	leaveHash string
+}
+
+var (
+	hotelLine = waitlistLine{kind: berth.KindHotel, idParam: "hotel_id", what: "hotel", leaveHash: "waitlist-leave:",
+		principal: func(s *Server, r *http.Request, _ string) (berth.Principal, error) {
+			return s.requireRole(r, berth.RoleGuest, berth.RoleAdmin)
+		}}
+	clinicLine = waitlistLine{kind: berth.KindClinic, idParam: "clinic_id", what: "clinic", leaveHash: "clinic-waitlist-leave:",
+		principal: (*Server).clinicWaitlistPrincipal}
+)
+
+// partition reads the partition's path id, then the principal: a bad id is
+// a 404 before the token is looked at.
+func (l waitlistLine) partition(s *Server, r *http.Request) (string, berth.Principal, error) {
+	partitionID, err := PathID(r, l.idParam, l.what)
+	if err != nil {
+		return "", berth.Principal{}, err
+	}
+	p, err := l.principal(s, r, partitionID)
+	return partitionID, p, err
+}
+
+// entryPath reads an entry route's ids, the partition's first.
+func (l waitlistLine) entryPath(r *http.Request) (partitionID, entryID string, err error) {
+	partitionID, err = PathID(r, l.idParam, l.what)
+	if err != nil {
+		return "", "", err
+	}
+	entryID, err = PathID(r, "entry_id", "waitlist entry")
+	if err != nil {
+		return "", "", err
+	}
+	return partitionID, entryID, nil
+}
+
+// listing reads a listing request: the partition, the principal, the query
+// (idParam names the line, idWant its complaint), and refuses a guest
+// asking for someone else's entries with forbidden.
+func (l waitlistLine) listing(s *Server, r *http.Request, idParam, idWant, forbidden string) (string, waitlistQuery, error) {
+	partitionID, p, err := l.partition(s, r)
+	if err != nil {
+		return "", waitlistQuery{}, err
+	}
+	var f Fields
+	q := parseWaitlistQuery(r, &f, p, idParam, idWant)
+	if err := f.Err(); err != nil {
+		return "", waitlistQuery{}, err
+	}
+	if p.Role == berth.RoleGuest && !p.MayActForGuest(l.kind, partitionID, q.guestID) {
+		return "", waitlistQuery{}, berth.Errorf(berth.CodeForbidden, "%s", forbidden)
+	}
+	return partitionID, q, nil
+}
+
+// leaveEntry is the leave route of both waitlists: path ids, the
+// principal, the Idempotency-Key, an optional empty body, in that order;
+// leave checks that the entry is the principal's to leave.
+func (s *Server) leaveEntry(w http.ResponseWriter, r *http.Request, l waitlistLine,
+	leave func(ctx context.Context, partitionID, entryID string, authorize func(guestID string) error, idem *berth.Idem) (berth.Response, error)) error {
+	partitionID, entryID, err := l.entryPath(r)
+	if err != nil {
+		return err
+	}
+	p, err := l.principal(s, r, partitionID)
+	if err != nil {
+		return err
+	}
+	key, err := IdempotencyKey(r)
+	if err != nil {
+		return err
+	}
+	if err := decodeOptional(w, r, &struct{}{}); err != nil {
+		return err
+	}
+	idem := &berth.Idem{Key: key, Hash: RequestHash(l.leaveHash+entryID, p.Subject, nil), Render: render(http.StatusOK)}
+	resp, err := leave(r.Context(), partitionID, entryID, forGuest(p, l.kind, partitionID), idem)
+	if err != nil {
+		return err
+	}
+	writeResponse(w, resp)
 	return nil
 }
 
