@@ -60,3 +60,21 @@ func forGuest(p berth.Principal, kind berth.Kind, partitionID string) func(guest
 		return berth.Errorf(berth.CodeForbidden, "this booking belongs to another guest")
 	}
 }
+
+// adminWrite reads the request of an admin's write to one partition: its
+// path id (param, named what in the 404), then the admin's token, then the
+// JSON body into dst — in that order, so a bad id is a 404 whatever the
+// token, and a bad body is looked at only with a valid admin token.
+func (s *Server) adminWrite(w http.ResponseWriter, r *http.Request, param, what string, dst any) (string, error) {
+	id, err := PathID(r, param, what)
+	if err != nil {
+		return "", err
+	}
+	if _, err := s.requireRole(r, berth.RoleAdmin); err != nil {
+		return "", err
+	}
+	if err := Decode(w, r, dst); err != nil {
+		return "", err
+	}
+	return id, nil
+}

@@ -125,15 +125,9 @@ type createDoctorRequest struct {
 }
 
 func (s *Server) createDoctor(w http.ResponseWriter, r *http.Request) error {
-	clinicID, err := PathID(r, "clinic_id", "clinic")
-	if err != nil {
-		return err
-	}
-	if _, err := s.requireRole(r, berth.RoleAdmin); err != nil {
-		return err
-	}
 	var req createDoctorRequest
-	if err := Decode(w, r, &req); err != nil {
+	clinicID, err := s.adminWrite(w, r, "clinic_id", "clinic", &req)
+	if err != nil {
 		return err
 	}
 	var f Fields
@@ -172,15 +166,9 @@ type materializeRequest struct {
 }
 
 func (s *Server) materialize(w http.ResponseWriter, r *http.Request) error {
-	clinicID, err := PathID(r, "clinic_id", "clinic")
-	if err != nil {
-		return err
-	}
-	if _, err := s.requireRole(r, berth.RoleAdmin); err != nil {
-		return err
-	}
 	var req materializeRequest
-	if err := Decode(w, r, &req); err != nil {
+	clinicID, err := s.adminWrite(w, r, "clinic_id", "clinic", &req)
+	if err != nil {
 		return err
 	}
 	var f Fields

@@ -166,15 +166,9 @@ func (o *optional[T]) UnmarshalJSON(b []byte) error {
 // updateHotel serves PATCH /v1/hotels/{hotel_id}: a catalog change, written
 // in the hotel's home region with its hotel.catalog event.
 func (s *Server) updateHotel(w http.ResponseWriter, r *http.Request) error {
-	hotelID, err := PathID(r, "hotel_id", "hotel")
-	if err != nil {
-		return err
-	}
-	if _, err := s.requireRole(r, berth.RoleAdmin); err != nil {
-		return err
-	}
 	var req updateHotelRequest
-	if err := Decode(w, r, &req); err != nil {
+	hotelID, err := s.adminWrite(w, r, "hotel_id", "hotel", &req)
+	if err != nil {
 		return err
 	}
 	var (
@@ -268,15 +262,9 @@ func validCurrency(c string) bool {
 }
 
 func (s *Server) createRoomType(w http.ResponseWriter, r *http.Request) error {
-	hotelID, err := PathID(r, "hotel_id", "hotel")
-	if err != nil {
-		return err
-	}
-	if _, err := s.requireRole(r, berth.RoleAdmin); err != nil {
-		return err
-	}
 	var req createRoomTypeRequest
-	if err := Decode(w, r, &req); err != nil {
+	hotelID, err := s.adminWrite(w, r, "hotel_id", "hotel", &req)
+	if err != nil {
 		return err
 	}
 	var f Fields

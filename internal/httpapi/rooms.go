@@ -58,15 +58,9 @@ type createRoomRequest struct {
 }
 
 func (s *Server) createRoom(w http.ResponseWriter, r *http.Request) error {
-	hotelID, err := PathID(r, "hotel_id", "hotel")
-	if err != nil {
-		return err
-	}
-	if _, err := s.requireRole(r, berth.RoleAdmin); err != nil {
-		return err
-	}
 	var req createRoomRequest
-	if err := Decode(w, r, &req); err != nil {
+	hotelID, err := s.adminWrite(w, r, "hotel_id", "hotel", &req)
+	if err != nil {
 		return err
 	}
 	var f Fields
