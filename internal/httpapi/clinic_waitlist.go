@@ -42,14 +42,7 @@ type clinicJoinRequest struct {
 // clinicWaitlistPrincipal is who may use the clinic waitlist routes: a
 // patient (for themselves), the clinic's staff, an admin.
 func (s *Server) clinicWaitlistPrincipal(r *http.Request, clinicID string) (berth.Principal, error) {
-	p, err := s.requireRole(r, berth.RoleGuest, berth.RoleStaff, berth.RoleAdmin)
-	if err != nil {
-		return p, err
-	}
-	if p.Role == berth.RoleStaff && !p.StaffOf(clinicID) {
-		return p, berth.Errorf(berth.CodeForbidden, "this staff token is not for clinic %s", clinicID)
-	}
-	return p, nil
+	return s.requireClinicRole(r, clinicID, berth.RoleGuest, berth.RoleStaff, berth.RoleAdmin)
 }
 
 // joinClinicWaitlist puts a patient in a doctor's line for a slot on a day,

@@ -205,7 +205,13 @@ func actorOf(p berth.Principal) appointment.Actor {
 
 // requireClinicStaff admits staff of the clinic and admins.
 func (s *Server) requireClinicStaff(r *http.Request, clinicID string) (berth.Principal, error) {
-	p, err := s.requireRole(r, berth.RoleStaff, berth.RoleAdmin)
+	return s.requireClinicRole(r, clinicID, berth.RoleStaff, berth.RoleAdmin)
+}
+
+// requireClinicRole admits a token of one of roles, a staff token only for
+// its own clinic.
+func (s *Server) requireClinicRole(r *http.Request, clinicID string, roles ...berth.Role) (berth.Principal, error) {
+	p, err := s.requireRole(r, roles...)
 	if err != nil {
 		return p, err
 	}

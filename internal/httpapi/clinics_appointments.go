@@ -171,11 +171,7 @@ func (s *Server) appointmentWrite(r *http.Request) (clinicID, apptID, key string
 	if apptID, err = PathID(r, "appointment_id", "appointment"); err != nil {
 		return
 	}
-	if p, err = s.requireRole(r, berth.RoleGuest, berth.RoleStaff, berth.RoleAdmin); err != nil {
-		return
-	}
-	if p.Role == berth.RoleStaff && !p.StaffOf(clinicID) {
-		err = berth.Errorf(berth.CodeForbidden, "this staff token is not for clinic %s", clinicID)
+	if p, err = s.requireClinicRole(r, clinicID, berth.RoleGuest, berth.RoleStaff, berth.RoleAdmin); err != nil {
 		return
 	}
 	key, err = IdempotencyKey(r)
