@@ -208,6 +208,20 @@ func (s *Server) requireClinicStaff(r *http.Request, clinicID string) (berth.Pri
 	return s.requireClinicRole(r, clinicID, berth.RoleStaff, berth.RoleAdmin)
 }
 
+// clinicStaffPath reads a staff route under a clinic: the clinic's path id,
+// the child's (param, named what in the 404), then a token of the clinic's
+// staff or an admin — in that order, so bad ids are 404s whatever the token.
+func (s *Server) clinicStaffPath(r *http.Request, param, what string) (clinicID, childID string, p berth.Principal, err error) {
+	if clinicID, err = PathID(r, "clinic_id", "clinic"); err != nil {
+		return
+	}
+	if childID, err = PathID(r, param, what); err != nil {
+		return
+	}
+	p, err = s.requireClinicStaff(r, clinicID)
+	return
+}
+
 // requireClinicRole admits a token of one of roles, a staff token only for
 // its own clinic.
 func (s *Server) requireClinicRole(r *http.Request, clinicID string, roles ...berth.Role) (berth.Principal, error) {
@@ -231,15 +245,7 @@ func staffChannel(p berth.Principal) appointment.Channel {
 }
 
 func (s *Server) blockSlot(w http.ResponseWriter, r *http.Request) error {
-	clinicID, err := PathID(r, "clinic_id", "clinic")
-	if err != nil {
-		return err
-	}
-	slotID, err := PathID(r, "slot_id", "slot")
-	if err != nil {
-		return err
-	}
-	p, err := s.requireClinicStaff(r, clinicID)
+	clinicID, slotID, p, err := s.clinicStaffPath(r, "slot_id", "slot")
 	if err != nil {
 		return err
 	}
@@ -272,15 +278,8 @@ func (s *Server) blockSlot(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) slotAudit(w http.ResponseWriter, r *http.Request) error {
-	clinicID, err := PathID(r, "clinic_id", "clinic")
+	clinicID, slotID, _, err := s.clinicStaffPath(r, "slot_id", "slot")
 	if err != nil {
-		return err
-	}
-	slotID, err := PathID(r, "slot_id", "slot")
-	if err != nil {
-		return err
-	}
-	if _, err := s.requireClinicStaff(r, clinicID); err != nil {
 		return err
 	}
 	events, err := s.cfg.Clinics.SlotAudit(r.Context(), clinicID, slotID)

@@ -16,13 +16,7 @@ import (
 // visitPath reads the clinic and appointment of a reception action by
 // staff of that clinic or an admin, and its Idempotency-Key.
 func (s *Server) visitPath(r *http.Request) (clinicID, apptID, key string, p berth.Principal, err error) {
-	if clinicID, err = PathID(r, "clinic_id", "clinic"); err != nil {
-		return
-	}
-	if apptID, err = PathID(r, "appointment_id", "appointment"); err != nil {
-		return
-	}
-	if p, err = s.requireClinicStaff(r, clinicID); err != nil {
+	if clinicID, apptID, p, err = s.clinicStaffPath(r, "appointment_id", "appointment"); err != nil {
 		return
 	}
 	key, err = IdempotencyKey(r)
@@ -60,15 +54,8 @@ func (s *Server) completeAppointment(w http.ResponseWriter, r *http.Request) err
 // doctorDayList is the reception's list of a doctor's appointments on one
 // day of the clinic, with each patient's status and contact data.
 func (s *Server) doctorDayList(w http.ResponseWriter, r *http.Request) error {
-	clinicID, err := PathID(r, "clinic_id", "clinic")
+	clinicID, doctorID, _, err := s.clinicStaffPath(r, "doctor_id", "doctor")
 	if err != nil {
-		return err
-	}
-	doctorID, err := PathID(r, "doctor_id", "doctor")
-	if err != nil {
-		return err
-	}
-	if _, err := s.requireClinicStaff(r, clinicID); err != nil {
 		return err
 	}
 	day, err := dayParam(r)
