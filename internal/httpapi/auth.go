@@ -61,6 +61,20 @@ func forGuest(p berth.Principal, kind berth.Kind, partitionID string) func(guest
 	}
 }
 
+// hotelAdminPath reads an admin route under a hotel: the hotel's path id,
+// the child's (param, named what in the 404), then an admin token — in that
+// order, so bad ids are 404s whatever the token.
+func (s *Server) hotelAdminPath(r *http.Request, param, what string) (hotelID, childID string, p berth.Principal, err error) {
+	if hotelID, err = PathID(r, "hotel_id", "hotel"); err != nil {
+		return
+	}
+	if childID, err = PathID(r, param, what); err != nil {
+		return
+	}
+	p, err = s.requireRole(r, berth.RoleAdmin)
+	return
+}
+
 // adminWrite reads the request of an admin's write to one partition: its
 // path id (param, named what in the 404), then the admin's token, then the
 // JSON body into dst — in that order, so a bad id is a 404 whatever the

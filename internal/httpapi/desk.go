@@ -37,13 +37,7 @@ type checkInRequest struct {
 // deskPath reads the hotel and reservation of a desk action by an admin,
 // and its Idempotency-Key.
 func deskPath(s *Server, r *http.Request) (hotelID, resID, key string, p berth.Principal, err error) {
-	if hotelID, err = PathID(r, "hotel_id", "hotel"); err != nil {
-		return
-	}
-	if resID, err = PathID(r, "reservation_id", "reservation"); err != nil {
-		return
-	}
-	if p, err = s.requireRole(r, berth.RoleAdmin); err != nil {
+	if hotelID, resID, p, err = s.hotelAdminPath(r, "reservation_id", "reservation"); err != nil {
 		return
 	}
 	key, err = IdempotencyKey(r)

@@ -307,15 +307,8 @@ type inventoryRequest struct {
 }
 
 func (s *Server) setInventory(w http.ResponseWriter, r *http.Request) error {
-	hotelID, err := PathID(r, "hotel_id", "hotel")
+	hotelID, roomTypeID, _, err := s.hotelAdminPath(r, "room_type_id", "room type")
 	if err != nil {
-		return err
-	}
-	roomTypeID, err := PathID(r, "room_type_id", "room type")
-	if err != nil {
-		return err
-	}
-	if _, err := s.requireRole(r, berth.RoleAdmin); err != nil {
 		return err
 	}
 	var req inventoryRequest

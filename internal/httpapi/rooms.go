@@ -182,13 +182,7 @@ func (s *Server) setOutOfOrder(w http.ResponseWriter, r *http.Request, hotelID, 
 
 // roomPath reads the hotel and room of a room route, for an admin.
 func roomPath(s *Server, r *http.Request) (hotelID, roomID string, err error) {
-	if hotelID, err = PathID(r, "hotel_id", "hotel"); err != nil {
-		return "", "", err
-	}
-	if roomID, err = PathID(r, "room_id", "room"); err != nil {
-		return "", "", err
-	}
-	_, err = s.requireRole(r, berth.RoleAdmin)
+	hotelID, roomID, _, err = s.hotelAdminPath(r, "room_id", "room")
 	return hotelID, roomID, err
 }
 

@@ -20,15 +20,8 @@ func (s *Server) walkRoutes() {
 }
 
 func (s *Server) walkOptions(w http.ResponseWriter, r *http.Request) error {
-	hotelID, err := PathID(r, "hotel_id", "hotel")
+	hotelID, resID, _, err := s.hotelAdminPath(r, "reservation_id", "reservation")
 	if err != nil {
-		return err
-	}
-	resID, err := PathID(r, "reservation_id", "reservation")
-	if err != nil {
-		return err
-	}
-	if _, err := s.requireRole(r, berth.RoleAdmin); err != nil {
 		return err
 	}
 	if len(r.URL.Query()) > 0 {
