@@ -11,7 +11,6 @@ import (
 	"github.com/berthhq/berth/internal/appointment"
 	"github.com/berthhq/berth/internal/berth"
 	"github.com/berthhq/berth/internal/waitlist"
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -207,36 +206,10 @@ func (c *ClinicStore) JoinClinicWaitlist(ctx context.Context, req waitlist.Clini
 // (the patient cancels the offered appointment instead).
 func (c *ClinicStore) LeaveClinicWaitlist(ctx context.Context, clinicID, entryID string, authorize func(guestID string) error, idem *berth.Idem) (berth.Response, error) {
 	return c.s.write(ctx, berth.KindClinic, clinicID, idem, func(tx pgx.Tx, b *pgx.Batch) (any, error) {
-		var doctorID, guest string
-		err := tx.QueryRow(ctx, `SELECT doctor_id::TEXT, guest_id FROM clinic_waitlist_entries WHERE clinic_id = $1 AND entry_id = $2`,
-			clinicID, entryID).Scan(&doctorID, &guest)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, berth.Errorf(berth.CodeNotFound, "waitlist entry %s not found", entryID)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read waitlist entry: %w", err)
-		}
-		if err := authorize(guest); err != nil {
-			return nil, err
-		}
-		var last int64
-		if err := tx.QueryRow(ctx, clinicLockQueueSQL, clinicID, doctorID).Scan(&last); err != nil {
-			return nil, fmt.Errorf("lock clinic waitlist: %w", err)
-		}
-		tag, err := tx.Exec(ctx, `UPDATE clinic_waitlist_entries SET status = 'left', version = version + 1, updated_at = now()
-			WHERE clinic_id = $1 AND entry_id = $2 AND status = 'waiting'`, clinicID, entryID)
-		if err != nil {
-			return nil, fmt.Errorf("leave clinic waitlist: %w", err)
-		}
-		e, err := c.readClinicEntry(ctx, tx, clinicID, entryID)
-		if err != nil {
-			return nil, err
-		}
-		if tag.RowsAffected() == 0 {
-			if e.Status == waitlist.StatusLeft {
-				return e, nil
-			}
-			return e, berth.Errorf(berth.CodeInvalidState, "a %s entry cannot leave; cancel its offered appointment instead", e.Status)
+		e, left, err := leaveLine(ctx, tx, clinicLine, clinicID, entryID, authorize, c.readClinicEntry,
+			func(e waitlist.ClinicEntry) waitlist.Status { return e.Status })
+		if err != nil || !left {
+			return e, err
 		}
 		return e, queueEvents(ctx, b, c.s.region, clinicEntryEvent(eventClinicLeft, e, nil))
 	})
@@ -370,26 +343,9 @@ ORDER BY seq LIMIT $3`
 //
 // A transaction that finds nothing to do rolls back and records nothing.
 func (c *ClinicStore) OfferClinicFreed(ctx context.Context, eventID string, free waitlist.ClinicFree) ([]waitlist.ClinicEntry, error) {
-	if _, err := uuid.Parse(eventID); err != nil {
-		return nil, fmt.Errorf("clinic offer: event id %q: %w", eventID, err)
-	}
-	ids := make([]string, maxOfferCandidates)
-	for i := range ids {
-		ids[i] = uuid.NewString()
-	}
-	var offered []waitlist.ClinicEntry
-	_, err := c.s.write(ctx, berth.KindClinic, free.ClinicID, nil, func(tx pgx.Tx, b *pgx.Batch) (any, error) {
-		var err error
-		offered, err = c.offerIn(ctx, tx, b, eventID, free, ids)
-		return nil, err
+	return offerOnce(ctx, c.s, berth.KindClinic, free.ClinicID, eventID, func(tx pgx.Tx, b *pgx.Batch, ids []string) ([]waitlist.ClinicEntry, error) {
+		return c.offerIn(ctx, tx, b, eventID, free, ids)
 	})
-	if errors.Is(err, errNothingToOffer) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return offered, nil
 }
 
 func (c *ClinicStore) offerIn(ctx context.Context, tx pgx.Tx, b *pgx.Batch, eventID string, free waitlist.ClinicFree, ids []string) ([]waitlist.ClinicEntry, error) {

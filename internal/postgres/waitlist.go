@@ -145,36 +145,10 @@ func (s *Store) JoinWaitlist(ctx context.Context, req waitlist.JoinRequest, idem
 // 409 invalid_state (the guest cancels the offered reservation instead).
 func (s *Store) LeaveWaitlist(ctx context.Context, hotelID, entryID string, authorize func(guestID string) error, idem *berth.Idem) (berth.Response, error) {
 	return s.write(ctx, berth.KindHotel, hotelID, idem, func(tx pgx.Tx, b *pgx.Batch) (any, error) {
-		var roomType, guest string
-		err := tx.QueryRow(ctx, `SELECT room_type_id::TEXT, guest_id FROM waitlist_entries WHERE hotel_id = $1 AND entry_id = $2`,
-			hotelID, entryID).Scan(&roomType, &guest)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, berth.Errorf(berth.CodeNotFound, "waitlist entry %s not found", entryID)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read waitlist entry: %w", err)
-		}
-		if err := authorize(guest); err != nil {
-			return nil, err
-		}
-		var last int64
-		if err := tx.QueryRow(ctx, lockQueueSQL, hotelID, roomType).Scan(&last); err != nil {
-			return nil, fmt.Errorf("lock waitlist: %w", err)
-		}
-		tag, err := tx.Exec(ctx, `UPDATE waitlist_entries SET status = 'left', version = version + 1, updated_at = now()
-			WHERE hotel_id = $1 AND entry_id = $2 AND status = 'waiting'`, hotelID, entryID)
-		if err != nil {
-			return nil, fmt.Errorf("leave waitlist: %w", err)
-		}
-		e, err := s.readEntry(ctx, tx, hotelID, entryID)
-		if err != nil {
-			return nil, err
-		}
-		if tag.RowsAffected() == 0 {
-			if e.Status == waitlist.StatusLeft {
-				return e, nil // left before: the same answer
-			}
-			return e, berth.Errorf(berth.CodeInvalidState, "a %s entry cannot leave; cancel its offered reservation instead", e.Status)
+		e, left, err := leaveLine(ctx, tx, hotelLine, hotelID, entryID, authorize, s.readEntry,
+			func(e waitlist.Entry) waitlist.Status { return e.Status })
+		if err != nil || !left {
+			return e, err
 		}
 		return e, queueEvents(ctx, b, s.region, entryEvent(eventLeft, e, nil))
 	})
@@ -184,6 +158,64 @@ func (s *Store) LeaveWaitlist(ctx context.Context, hotelID, entryID string, auth
 // up to and including it.
 const positionSQL = `(SELECT count(*) FROM waitlist_entries w WHERE w.hotel_id = e.hotel_id AND w.room_type_id = e.room_type_id
 	AND w.status = 'waiting' AND w.seq <= e.seq)`
+
+// waitlistLine names a kind of waitlist's tables for what the hotel and
+// the clinic lines do alike: a line is one row of queue, keyed by the
+// partition and line columns, whose entries are in entries.
+type waitlistLine struct {
+	entries, partition, line string
+	lockSQL                  string // locks the line's queue row, as joins and offers do
+	offered                  string // what an offered entry cancels instead of leaving
+}
+
+var (
+	hotelLine  = waitlistLine{entries: "waitlist_entries", partition: "hotel_id", line: "room_type_id", lockSQL: lockQueueSQL, offered: "reservation"}
+	clinicLine = waitlistLine{entries: "clinic_waitlist_entries", partition: "clinic_id", line: "doctor_id", lockSQL: clinicLockQueueSQL, offered: "appointment"}
+)
+
+// leaveLine takes a waiting entry out of its line, under the line's lock
+// (so an offer never decides on a line changing under it), once authorize
+// accepts the entry's guest. It reports whether the entry left now; an entry
+// that left before is answered as it is, one offered already is 409
+// invalid_state. read reads the entry as the routes answer it.
+func leaveLine[E any](ctx context.Context, tx pgx.Tx, l waitlistLine, partitionID, entryID string, authorize func(guestID string) error,
+	read func(ctx context.Context, q querier, partitionID, entryID string) (E, error), status func(E) waitlist.Status) (E, bool, error) {
+	var (
+		zero        E
+		line, guest string
+	)
+	err := tx.QueryRow(ctx, `SELECT `+l.line+`::TEXT, guest_id FROM `+l.entries+` WHERE `+l.partition+` = $1 AND entry_id = $2`,
+		partitionID, entryID).Scan(&line, &guest)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return zero, false, berth.Errorf(berth.CodeNotFound, "waitlist entry %s not found", entryID)
+	}
+	if err != nil {
+		return zero, false, fmt.Errorf("read waitlist entry: %w", err)
+	}
+	if err := authorize(guest); err != nil {
+		return zero, false, err
+	}
+	var last int64
+	if err := tx.QueryRow(ctx, l.lockSQL, partitionID, line).Scan(&last); err != nil {
+		return zero, false, fmt.Errorf("lock waitlist: %w", err)
+	}
+	tag, err := tx.Exec(ctx, `UPDATE `+l.entries+` SET status = 'left', version = version + 1, updated_at = now()
+		WHERE `+l.partition+` = $1 AND entry_id = $2 AND status = 'waiting'`, partitionID, entryID)
+	if err != nil {
+		return zero, false, fmt.Errorf("leave waitlist: %w", err)
+	}
+	e, err := read(ctx, tx, partitionID, entryID)
+	if err != nil {
+		return e, false, err
+	}
+	if tag.RowsAffected() == 0 {
+		if status(e) == waitlist.StatusLeft {
+			return e, false, nil // left before: the same answer
+		}
+		return e, false, berth.Errorf(berth.CodeInvalidState, "a %s entry cannot leave; cancel its offered %s instead", status(e), l.offered)
+	}
+	return e, true, nil
+}
 
 func (s *Store) readEntry(ctx context.Context, q querier, hotelID, entryID string) (waitlist.Entry, error) {
 	var position int64

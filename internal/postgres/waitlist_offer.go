@@ -97,18 +97,28 @@ func (s *Store) OfferFreed(ctx context.Context, eventID string, free waitlist.Fr
 	if len(free.Nights) == 0 {
 		return nil, nil
 	}
+	return offerOnce(ctx, s, berth.KindHotel, free.HotelID, eventID, func(tx pgx.Tx, b *pgx.Batch, ids []string) ([]waitlist.Entry, error) {
+		return s.offerIn(ctx, tx, b, eventID, free, ids)
+	})
+}
+
+// offerOnce runs offerIn, the offers one freeing event makes in a line of
+// the partition, as one fenced write: ids are the new rows' ids, made
+// before the transaction, which may run more than once. An event that
+// offers nothing (errNothingToOffer) rolls back and records nothing.
+func offerOnce[E any](ctx context.Context, s *Store, kind berth.Kind, partitionID, eventID string,
+	offerIn func(tx pgx.Tx, b *pgx.Batch, ids []string) ([]E, error)) ([]E, error) {
 	if _, err := uuid.Parse(eventID); err != nil {
 		return nil, fmt.Errorf("offer: event id %q: %w", eventID, err)
 	}
-	// IDs are made before the transaction, which may run more than once.
 	ids := make([]string, maxOfferCandidates)
 	for i := range ids {
 		ids[i] = uuid.NewString()
 	}
-	var offered []waitlist.Entry
-	_, err := s.write(ctx, berth.KindHotel, free.HotelID, nil, func(tx pgx.Tx, b *pgx.Batch) (any, error) {
+	var offered []E
+	_, err := s.write(ctx, kind, partitionID, nil, func(tx pgx.Tx, b *pgx.Batch) (any, error) {
 		var err error
-		offered, err = s.offerIn(ctx, tx, b, eventID, free, ids)
+		offered, err = offerIn(tx, b, ids)
 		return nil, err
 	})
 	if errors.Is(err, errNothingToOffer) {
