@@ -206,7 +206,7 @@ func run(ctx context.Context, cfg serveConfig, stdout io.Writer, ready chan<- st
 	rt, err := router.New(router.Config{
 		Region: cfg.Region, Bookings: cfg.BookingURLs, ReadModel: cfg.ReadModelURL, Directory: dir,
 		Logger: log, MaxBodyBytes: int64(cfg.MaxBodyBytes), Ready: db.Ping, FollowMovesFor: cfg.FollowMovesFor,
-		Transport: tel.Transport(router.NewTransport()), Writes: writes, TrustedProxies: cfg.reads.Proxies,
+		Transport: tel.HopTransport(router.NewTransport()), Writes: writes, TrustedProxies: cfg.reads.Proxies,
 	})
 	if err != nil {
 		return cli.Usage(err)

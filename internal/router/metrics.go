@@ -14,8 +14,8 @@ import (
 // metrics are the router's counters in Prometheus text format.
 type metrics struct {
 	mu       sync.Mutex
-	requests map[[2]string]uint64 // class, status → count
-	seconds  map[string]float64   // class → total seconds
+	requests map[classStatus]uint64
+	seconds  map[string]float64 // class → total seconds
 
 	retries, misdirected, upstreamErrors atomic.Uint64
 	// misdirectedChains: requests that followed more than one 421;
@@ -23,8 +23,15 @@ type metrics struct {
 	misdirectedChains, misdirectedGaveUp atomic.Uint64
 }
 
+// classStatus keys the request counts: the status stays a number until
+// /metrics is read, so counting formats nothing.
+type classStatus struct {
+	class  string
+	status int
+}
+
 func newMetrics() *metrics {
-	return &metrics{requests: map[[2]string]uint64{}, seconds: map[string]float64{}}
+	return &metrics{requests: map[classStatus]uint64{}, seconds: map[string]float64{}}
 }
 
 func (m *metrics) observe(class string, status int, d time.Duration) {
@@ -32,24 +39,25 @@ func (m *metrics) observe(class string, status int, d time.Duration) {
 		status = 499 // the client went away before an answer
 	}
 	m.mu.Lock()
-	m.requests[[2]string{class, fmt.Sprint(status)}]++
+	m.requests[classStatus{class, status}]++
 	m.seconds[class] += d.Seconds()
 	m.mu.Unlock()
 }
 
 func (m *metrics) write(w io.Writer, dir placement.Stats, writes WriteCounter) {
 	m.mu.Lock()
-	keys := make([][2]string, 0, len(m.requests))
+	keys := make([]classStatus, 0, len(m.requests))
 	for k := range m.requests {
 		keys = append(keys, k)
 	}
+	// Sorted as the text was before (statuses are three digits).
 	sort.Slice(keys, func(i, j int) bool {
-		return keys[i][0] < keys[j][0] || keys[i][0] == keys[j][0] && keys[i][1] < keys[j][1]
+		return keys[i].class < keys[j].class || keys[i].class == keys[j].class && keys[i].status < keys[j].status
 	})
 	fmt.Fprintln(w, "# HELP berth_router_requests_total Requests by route class and status.")
 	fmt.Fprintln(w, "# TYPE berth_router_requests_total counter")
 	for _, k := range keys {
-		fmt.Fprintf(w, "berth_router_requests_total{class=%q,status=%q} %d\n", k[0], k[1], m.requests[k])
+		fmt.Fprintf(w, "berth_router_requests_total{class=%q,status=\"%d\"} %d\n", k.class, k.status, m.requests[k])
 	}
 	classes := make([]string, 0, len(m.seconds))
 	for c := range m.seconds {

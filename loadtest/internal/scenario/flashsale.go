@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"sort"
 	"sync/atomic"
 	"time"
 
@@ -48,6 +49,8 @@ func (e *Env) RunFlashSale(ctx context.Context, o FlashSale) (*report.Report, er
 	ledger.Touch("hotel", h.ID)
 	rec := engine.NewRecorder()
 	var won atomic.Int64
+	// When each request was due and answered, for the phase figures below.
+	times := make([]saleTimes, o.Clients)
 	regions := e.Client.Targets.Regions
 	// Every client is signed in with its request ready before the sale
 	// opens, as on a real sale's page: the generator's CPU during the sale
@@ -70,6 +73,9 @@ func (e *Env) RunFlashSale(ctx context.Context, o FlashSale) (*report.Report, er
 		func(ctx context.Context, s *engine.Session) {
 			c := clients[int(s.Index)%len(clients)]
 			guest := c.guest
+			i := int(s.Index) % len(times)
+			times[i].due = s.Intended
+			defer func() { times[i].answered = time.Now() }()
 			s.MeasureAs(func() (string, string) {
 				resp, err := e.Client.Do(ctx, client.Request{Region: regions[int(s.Index)%len(regions)], Method: http.MethodPost,
 					Path: "/v1/hotels/" + h.ID + "/reservations", Token: c.token, IdemKey: uuid.NewString(),
@@ -83,12 +89,16 @@ func (e *Env) RunFlashSale(ctx context.Context, o FlashSale) (*report.Report, er
 						ledger.Add(audit.Created{Kind: "hotel", PartitionID: h.ID, ID: res.ID, Status: "held"}, guest)
 					}
 					won.Add(1)
+					times[i].won = true
 					return "hold_won", out
 				}
 				return "hold_lost", out
 			})
 		})
 	want := min(o.Clients, o.Rooms)
+	for k, v := range salePhases(times) {
+		r.Figures[k] = v
+	}
 	r.Figures["winners"] = float64(won.Load())
 	r.Figures["rooms"] = float64(o.Rooms)
 	r.Checks = append(r.Checks, report.Check{Name: "exactly min(N, K) winners", OK: won.Load() == int64(want),
@@ -99,4 +109,62 @@ func (e *Env) RunFlashSale(ctx context.Context, o FlashSale) (*report.Report, er
 		Detail: fmt.Sprintf("%d of %d losers got sold_out; others: %v", soldOut, lost.Count, lost.Outcomes)})
 	e.finish(ctx, r, ledger)
 	return r, nil
+}
+
+// saleTimes is one client's request: when it was due, when its answer came.
+type saleTimes struct {
+	due, answered time.Time
+	won           bool
+}
+
+// salePhases splits the losers at the moment the last winner was answered:
+// the early ones were due before it (the home service could not know the
+// room type sold out yet, so they went to the database, queued behind the
+// winning transaction), the late ones after (refused from the sold-out
+// cache). Their p99s show which phase sets the sale's tail;
+// last_win_answered_ms is when, from the first request's due time.
+func salePhases(times []saleTimes) map[string]float64 {
+	var first, lastWin time.Time
+	for _, t := range times {
+		if t.due.IsZero() {
+			continue
+		}
+		if first.IsZero() || t.due.Before(first) {
+			first = t.due
+		}
+		if t.won && t.answered.After(lastWin) {
+			lastWin = t.answered
+		}
+	}
+	if first.IsZero() || lastWin.IsZero() {
+		return nil
+	}
+	var early, late []float64
+	for _, t := range times {
+		if t.due.IsZero() || t.won {
+			continue
+		}
+		ms := float64(t.answered.Sub(t.due)) / float64(time.Millisecond)
+		if t.due.Before(lastWin) {
+			early = append(early, ms)
+		} else {
+			late = append(late, ms)
+		}
+	}
+	return map[string]float64{
+		"last_win_answered_ms": float64(lastWin.Sub(first)) / float64(time.Millisecond),
+		"losers_early":         float64(len(early)),
+		"losers_early_p99_ms":  p99(early),
+		"losers_late":          float64(len(late)),
+		"losers_late_p99_ms":   p99(late),
+	}
+}
+
+// p99 is the nearest-rank 99th percentile of xs (0 when empty).
+func p99(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	sort.Float64s(xs)
+	return xs[(len(xs)*99+99)/100-1]
 }
