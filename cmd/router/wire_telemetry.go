@@ -29,18 +29,19 @@ func wordSet(words ...string) map[string]bool {
 
 // instrument serves /metrics (the router's own counters, the rate
 // limiter's decisions when lim is set, and the OTel families on one page)
-// and wraps every other request in the telemetry middleware: a span
+// and wraps every other request in the proxy's telemetry middleware: a span
 // continuing the client's trace (the upstream transport carries it on to
-// the booking service), RED metrics per route template.
+// the booking service), RED metrics per route template — the hop's one
+// layer of HTTP instrumentation (telemetry.ProxyMiddleware, HopTransport).
 func instrument(tel *telemetry.Telemetry, rt *router.Router, lim *ratelimit.Limiter) http.Handler {
 	write := rt.WriteMetrics
 	if lim != nil {
 		write = func(w io.Writer) { rt.WriteMetrics(w); lim.WriteMetrics(w) }
 	}
 	metrics := tel.MetricsHandler(telemetry.TextGatherer(write))
-	traced := tel.Middleware(telemetry.Routed(func(r *http.Request) string {
+	traced := tel.ProxyMiddleware(func(r *http.Request) string {
 		return telemetry.PathTemplate(r.URL.Path, apiWords)
-	}, rt))
+	}, rt)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/metrics" {
 			metrics.ServeHTTP(w, r)

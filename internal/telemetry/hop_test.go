@@ -3,6 +3,7 @@ package telemetry_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/berthhq/berth/internal/telemetry"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -124,5 +126,89 @@ func TestHopTransport(t *testing.T) {
 	}
 	if text := scrape(t, tel); bytes.Contains([]byte(text), []byte("http_client_")) {
 		t.Errorf("the hop recorded client metrics:\n%s", text)
+	}
+}
+
+// The proxy's middleware without an exporter: an unsampled request is not
+// recorded but continues the caller's trace with a span id of its own, a
+// sampled one is recorded, a probe is neither; every measured request is
+// one value of http.server.request.duration labelled by its route
+// template, method (a client's own method as _OTHER), status and region.
+func TestProxyMiddleware(t *testing.T) {
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
+	t.Setenv("OTEL_TRACES_SAMPLER", "")
+	tel, shutdown, err := telemetry.Setup(context.Background(), "router", "eu-west", telemetry.WithoutGlobals())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = shutdown(context.Background()) })
+	var (
+		sc        trace.SpanContext
+		recording bool
+		pattern   string
+	)
+	h := tel.ProxyMiddleware(func(r *http.Request) string { return "/v1/hotels/{id}" }, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		span := trace.SpanFromContext(r.Context())
+		sc, recording, pattern = span.SpanContext(), span.IsRecording(), r.Pattern
+		if r.URL.Path == "/v1/hotels/h2" {
+			w.WriteHeader(http.StatusConflict)
+			return
+		}
+		_, _ = io.WriteString(w, "ok") // an implicit 200
+	}))
+	serve := func(method, path, traceparent string) {
+		t.Helper()
+		sc, recording, pattern = trace.SpanContext{}, false, ""
+		req := httptest.NewRequest(method, path, nil)
+		if traceparent != "" {
+			req.Header.Set("traceparent", traceparent)
+		}
+		h.ServeHTTP(httptest.NewRecorder(), req)
+	}
+
+	serve("GET", "/v1/hotels/h1", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00")
+	if recording || sc.TraceID().String() != "4bf92f3577b34da6a3ce929d0e0e4736" || sc.SpanID().String() == "00f067aa0ba902b7" || !sc.SpanID().IsValid() {
+		t.Errorf("unsampled parent: recording %v, span %s/%s; want not recorded, the caller's trace, a span id of its own", recording, sc.TraceID(), sc.SpanID())
+	}
+	if pattern != "/v1/hotels/{id}" {
+		t.Errorf("handler saw Pattern %q", pattern)
+	}
+	serve("POST", "/v1/hotels/h2", "")
+	if recording || !sc.IsValid() {
+		t.Errorf("root: recording %v, valid %v; want an unrecorded span with ids", recording, sc.IsValid())
+	}
+	serve("GET", "/v1/hotels/h3", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+	if !recording || sc.TraceID().String() != "4bf92f3577b34da6a3ce929d0e0e4736" {
+		t.Errorf("sampled parent: recording %v, trace %s; want recorded in the caller's trace", recording, sc.TraceID())
+	}
+	serve("BREW", "/v1/hotels/h4", "")
+	serve("GET", "/healthz", "")
+	if sc.IsValid() {
+		t.Error("a probe got a span")
+	}
+
+	text := scrape(t, tel)
+	wantSeries(t, text, "http_server_request_duration_seconds_count",
+		`http_route="/v1/hotels/{id}"`, `http_request_method="GET"`, `http_response_status_code="200"`, `region="eu-west"`)
+	wantSeries(t, text, "http_server_request_duration_seconds_count",
+		`http_request_method="POST"`, `http_response_status_code="409"`)
+	wantSeries(t, text, "http_server_request_duration_seconds_count", `http_request_method="_OTHER"`)
+	var total int
+	for _, line := range series(text, "http_server_request_duration_seconds_count") {
+		var n int
+		if _, err := fmt.Sscanf(line[strings.LastIndexByte(line, ' ')+1:], "%d", &n); err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		total += n
+		if strings.Contains(line, "healthz") {
+			t.Errorf("a probe was measured: %s", line)
+		}
+	}
+	if total != 4 {
+		t.Errorf("%d requests measured, want 4 (each once):\n%s", total, text)
+	}
+	if strings.Contains(text, "http_server_request_body_size") || strings.Contains(text, "http_client_") {
+		t.Errorf("series beyond the duration:\n%s", text)
 	}
 }

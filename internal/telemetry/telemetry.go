@@ -52,7 +52,10 @@ type Telemetry struct {
 	meter           metric.Meter
 	tracer          trace.Tracer
 	exporting       bool
-	inst            instruments
+	// rootsUnsampled: spans are recorded only under a sampled parent
+	// (no exporter, no OTEL_TRACES_SAMPLER), which ProxyMiddleware uses.
+	rootsUnsampled bool
+	inst           instruments
 }
 
 // Option adjusts Setup.
@@ -124,6 +127,7 @@ func Setup(ctx context.Context, service, region string, opts ...Option) (*Teleme
 		// and a trace sampled upstream is still recorded, so a service that
 		// does export downstream of this one keeps its spans.
 		tpOpts = append(tpOpts, sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.NeverSample())))
+		t.rootsUnsampled = true
 	}
 	t.tp = sdktrace.NewTracerProvider(tpOpts...)
 
