@@ -207,7 +207,9 @@ func run(ctx context.Context, cfg serveConfig, stdout io.Writer, ready chan<- st
 	start("projection", func(ctx context.Context) error {
 		return natsbus.Consume(ctx, js, natsbus.ConsumerConfig{
 			Durable: readmodel.ConsumerName, MaxDeliver: cfg.MaxDeliver, Workers: cfg.Workers, Log: log,
-			TracerProvider: tel.TracerProvider(), Transient: postgres.IsTransient}, proj.Handle)
+			TracerProvider: tel.TracerProvider(), Transient: postgres.IsTransient,
+			// The projector reads each message itself, in one pass.
+			SubjectOnly: true}, proj.Handle)
 	})
 	start("prune-processed", func(ctx context.Context) error {
 		postgres.Every(ctx, time.Hour, func(ctx context.Context) {

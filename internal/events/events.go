@@ -78,15 +78,20 @@ func Decode(b []byte) (Envelope, error) {
 	if err := json.Unmarshal(b, &e); err != nil {
 		return e, fmt.Errorf("decode event: %w", err)
 	}
+	return e, e.Check()
+}
+
+// Check reports what makes an envelope invalid (Decode's rules), or nil.
+func (e Envelope) Check() error {
 	switch {
 	case e.SpecVersion != SpecVersion:
-		return e, fmt.Errorf("decode event: specversion %q, want %s", e.SpecVersion, SpecVersion)
+		return fmt.Errorf("decode event: specversion %q, want %s", e.SpecVersion, SpecVersion)
 	case e.ID == "" || e.Type == "" || e.Source == "":
-		return e, errors.New("decode event: id, type and source are required")
+		return errors.New("decode event: id, type and source are required")
 	case e.Kind != "hotel" && e.Kind != "clinic":
-		return e, fmt.Errorf("decode event: unknown kind %q", e.Kind)
+		return fmt.Errorf("decode event: unknown kind %q", e.Kind)
 	}
-	return e, nil
+	return nil
 }
 
 // SubjectPrefix starts every subject of the stream.

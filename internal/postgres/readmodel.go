@@ -96,6 +96,103 @@ func (s *ReadModel) Apply(ctx context.Context, consumer, eventID string, it *vie
 	return marked == 1, upserted == 1, nil
 }
 
+// applyAllSQL is applySQL for many events in one statement (so one
+// implicit transaction, one round trip and one commit for a whole round of
+// events instead of one of each per event; docs/adr/0021-read-model-rounds.md).
+// The events come as parallel arrays, one element per event; an event the
+// view ignores has kind ”. The caller names each event id and each view row
+// at most once (an INSERT … ON CONFLICT DO UPDATE cannot touch one row
+// twice), so every row is what applySQL would make of its events applied one
+// after another: a duplicate (not marked now) changes nothing, and an older
+// version never overwrites a newer one. It answers, per event, whether it was
+// new and whether its row changed.
+const applyAllSQL = `
+WITH ev AS (
+    SELECT * FROM unnest($2::TEXT[], $3::TEXT[], $4::TEXT[], $5::TEXT[], $6::TEXT[], $7::TEXT[], $8::TEXT[], $9::TEXT[],
+        $10::TIMESTAMPTZ[], $11::TEXT[], $12::TEXT[], $13::TEXT[], $14::INT8[], $15::TIMESTAMPTZ[], $16::TIMESTAMPTZ[], $17::TEXT[])
+        AS e (event_id, kind, partition_id, id, guest_id, status, start_at, end_at, sort_at, title,
+            contact_email, contact_phone, version, updated_at, event_time, contact_push_token)
+), mark AS (
+    INSERT INTO rm_processed_events (consumer, event_id)
+    SELECT $1::TEXT, event_id FROM ev
+    ON CONFLICT (consumer, event_id) DO NOTHING
+    RETURNING event_id
+), up AS (
+    INSERT INTO rm_reservations (kind, partition_id, id, guest_id, status, start_at, end_at, sort_at, title,
+        contact_email, contact_phone, version, updated_at, event_time, contact_push_token)
+    SELECT ev.kind, ev.partition_id, ev.id, ev.guest_id, ev.status, ev.start_at, ev.end_at, ev.sort_at, ev.title,
+        NULLIF(ev.contact_email, ''), NULLIF(ev.contact_phone, ''), ev.version, ev.updated_at, ev.event_time,
+        NULLIF(ev.contact_push_token, '')
+    FROM ev JOIN mark ON mark.event_id = ev.event_id
+    WHERE ev.kind <> ''
+    ON CONFLICT (kind, partition_id, id) DO UPDATE SET
+        guest_id = excluded.guest_id, status = excluded.status, start_at = excluded.start_at,
+        end_at = excluded.end_at, sort_at = excluded.sort_at, title = excluded.title,
+        contact_email = COALESCE(excluded.contact_email, rm_reservations.contact_email),
+        contact_phone = COALESCE(excluded.contact_phone, rm_reservations.contact_phone),
+        contact_push_token = COALESCE(excluded.contact_push_token, rm_reservations.contact_push_token),
+        version = excluded.version, updated_at = excluded.updated_at, event_time = excluded.event_time
+    WHERE rm_reservations.version < excluded.version
+    RETURNING kind, partition_id, id
+)
+SELECT ev.event_id, mark.event_id IS NOT NULL, up.id IS NOT NULL
+FROM ev
+LEFT JOIN mark ON mark.event_id = ev.event_id
+LEFT JOIN up ON up.kind = ev.kind AND up.partition_id = ev.partition_id AND up.id = ev.id`
+
+// ApplyAll applies many projected events in one statement: Apply for each,
+// atomically together (all or nothing: a failure leaves nothing behind, so
+// the events' redelivery, or each applied alone, applies them whole). cs
+// must name each event id and each view row (kind, partition, id) at most
+// once; the result is in the order of cs.
+func (s *ReadModel) ApplyAll(ctx context.Context, consumer string, cs []view.Change) ([]view.Applied, error) {
+	n := len(cs)
+	var (
+		ids, kinds, parts, rows, guests, statuses, starts, ends = make([]string, n), make([]string, n), make([]string, n),
+			make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		titles, emails, phones, tokens = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		sortAt, updated, evTime        = make([]time.Time, n), make([]time.Time, n), make([]time.Time, n)
+		versions                       = make([]int64, n)
+		at                             = make(map[string]int, n)
+	)
+	for i, c := range cs {
+		if _, dup := at[c.EventID]; dup {
+			return nil, fmt.Errorf("apply events to the view: event %s twice in one statement", c.EventID)
+		}
+		at[c.EventID] = i
+		ids[i] = c.EventID
+		if it := c.Item; it != nil {
+			kinds[i], parts[i], rows[i], guests[i], statuses[i] = it.Kind, it.PartitionID, it.ID, it.GuestID, it.Status
+			starts[i], ends[i], sortAt[i], titles[i] = it.Start, it.End, it.SortAt, it.Title
+			emails[i], phones[i], tokens[i] = it.ContactEmail, it.ContactPhone, it.ContactPushToken
+			versions[i], updated[i], evTime[i] = it.Version, it.UpdatedAt, it.EventTime
+		}
+	}
+	out := make([]view.Applied, n)
+	dbRows, err := s.db.pool.Query(ctx, applyAllSQL, consumer, ids, kinds, parts, rows, guests, statuses, starts, ends,
+		sortAt, titles, emails, phones, versions, updated, evTime, tokens)
+	if err != nil {
+		return nil, classify(fmt.Errorf("apply events to the view: %w", err))
+	}
+	defer dbRows.Close()
+	for dbRows.Next() {
+		var (
+			id      string
+			applied view.Applied
+		)
+		if err := dbRows.Scan(&id, &applied.Fresh, &applied.Changed); err != nil {
+			return nil, classify(fmt.Errorf("apply events to the view: %w", err))
+		}
+		if i, ok := at[id]; ok {
+			out[i] = applied
+		}
+	}
+	if err := dbRows.Err(); err != nil {
+		return nil, classify(fmt.Errorf("apply events to the view: %w", err))
+	}
+	return out, nil
+}
+
 // List returns up to q.Limit items after q.After, and whether more follow.
 // A failure of the database itself (down, too busy, too slow) is a 503
 // (berth.CodeUnavailable) for the partner API; any other error is a bug.

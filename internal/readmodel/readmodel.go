@@ -18,6 +18,10 @@ type Store interface {
 	// ignores, still recorded as processed). fresh is false for a
 	// duplicate, which changes nothing.
 	Apply(ctx context.Context, consumer, eventID string, it *view.Item) (fresh, changed bool, err error)
+	// ApplyAll applies many events in one statement, all or nothing; cs
+	// names each event id and each view row at most once, and the result
+	// is in its order.
+	ApplyAll(ctx context.Context, consumer string, cs []view.Change) ([]view.Applied, error)
 	// List returns up to q.Limit items after q.After, and whether more follow.
 	List(ctx context.Context, q view.Query) ([]view.Item, bool, error)
 	// PartnerByKey returns the live partner holding key, or view.ErrNotFound.

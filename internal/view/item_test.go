@@ -62,6 +62,24 @@ func TestFromEvent(t *testing.T) {
 			if (err != nil) != tc.wantErr || ok != tc.wantOK {
 				t.Fatalf("ok=%v err=%v, want ok=%v err=%v", ok, err, tc.wantOK, tc.wantErr)
 			}
+			// The one-pass read of the whole message projects it the same,
+			// whatever type the subject names.
+			msg, merr := json.Marshal(e)
+			if merr != nil {
+				t.Fatal(merr)
+			}
+			for _, subject := range [][2]string{{tc.kind, tc.typ}, {"hotel", "placement.moved"}, {"clinic", "appointment.held"}, {"", ""}} {
+				pe, perr := Project(subject[0], subject[1], msg)
+				if (perr != nil) != tc.wantErr || (pe.Item != nil) != tc.wantOK {
+					t.Fatalf("Project as %s: item %v err %v, want item %v err %v", subject, pe.Item != nil, perr, tc.wantOK, tc.wantErr)
+				}
+				if perr == nil && (pe.ID != "e1" || pe.Type != tc.typ || !pe.Time.Equal(at)) {
+					t.Fatalf("Project as %s: %+v", subject, pe)
+				}
+				if pe.Item != nil && *pe.Item != got {
+					t.Fatalf("Project as %s: %+v\nFromEvent: %+v", subject, *pe.Item, got)
+				}
+			}
 			if !ok {
 				return
 			}
@@ -87,4 +105,33 @@ func clinicNoShow(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// Project checks the envelope as events.Decode does, for the events the
+// view ignores too (their data is skipped, whatever it is).
+func TestProjectChecksTheEnvelope(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, msg string
+		wantErr   bool
+	}{
+		{"ignored type, any data", `{"specversion":"1.0","id":"e","source":"s","type":"placement.moved","kind":"hotel","data":[1,{"a":null}]}`, false},
+		{"ignored type, no data", `{"specversion":"1.0","id":"e","source":"s","type":"placement.moved","kind":"hotel"}`, false},
+		{"wrong specversion", `{"specversion":"0.3","id":"e","source":"s","type":"placement.moved","kind":"hotel","data":{}}`, true},
+		{"no id", `{"specversion":"1.0","source":"s","type":"reservation.held","kind":"hotel","data":{}}`, true},
+		{"unknown kind", `{"specversion":"1.0","id":"e","source":"s","type":"reservation.held","kind":"boat","data":{}}`, true},
+		{"not JSON", `{"specversion":"1.0",`, true},
+		{"mapped type without its nested item", `{"specversion":"1.0","id":"e","source":"s","type":"refund_requested","kind":"hotel","data":{"reservation":null}}`, true},
+	} {
+		for _, subject := range [][2]string{{"hotel", "placement.moved"}, {"hotel", "reservation.held"}, {"hotel", "refund_requested"}} {
+			_, err := Project(subject[0], subject[1], []byte(tc.msg))
+			if (err != nil) != tc.wantErr {
+				t.Errorf("%s, subject %s: err %v, want error %v", tc.name, subject, err, tc.wantErr)
+			}
+			_, derr := events.Decode([]byte(tc.msg))
+			if tc.wantErr != (derr != nil) && !strings.Contains(tc.name, "nested") {
+				t.Errorf("%s: events.Decode says %v", tc.name, derr)
+			}
+		}
+	}
 }
