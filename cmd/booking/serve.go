@@ -15,6 +15,7 @@ import (
 	"github.com/berthhq/berth/internal/cli"
 	"github.com/berthhq/berth/internal/config"
 	"github.com/berthhq/berth/internal/httpapi"
+	"github.com/berthhq/berth/internal/natsbus"
 	"github.com/berthhq/berth/internal/paymentprovider"
 	"github.com/berthhq/berth/internal/postgres"
 	"github.com/berthhq/berth/internal/reservation"
@@ -328,6 +329,12 @@ type wiring struct {
 	tel     *telemetry.Telemetry
 	// js is the JetStream context when BERTH_NATS_URL is set (wireEvents).
 	js jetstream.JetStream
+	// invalidator drops the cached reads (Redis, the sold-out cache) an
+	// event of any process made stale (wireEvents); cacheReplay is how far
+	// back a new per-process consumer of it replays (wireCache: the cache
+	// TTL and read lag, and a margin; 0 without Redis).
+	invalidator natsbus.Invalidator
+	cacheReplay time.Duration
 	// ready are the checks /readyz runs besides the database ping
 	// (NATS, Redis: append yours in your wire function).
 	ready   []readyCheck

@@ -95,6 +95,9 @@ func wireCache(ctx context.Context, w *wiring) error {
 		w.log.Warn("redis cache not reachable at start; reads fall back to the database", "err", err)
 	}
 	w.api.Cache = meteredCache{Cache: c, tel: w.tel}
+	// A fill may land a request timeout after its read, and clocks differ
+	// by a little: the margin covers both.
+	w.cacheReplay = cfg.TTL + readLag + 5*time.Second
 	w.log.Info("regional read cache on", "ttl", cfg.TTL.String(), "timeout", cfg.Timeout.String())
 	return nil
 }

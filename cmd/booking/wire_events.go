@@ -20,8 +20,11 @@ import (
 )
 
 // wireEvents wires the events part of the service: when BERTH_NATS_URL is
-// set, the outbox relay of this region, the region's cache invalidation
-// consumer and its waitlist consumers (freed rooms and slots to the first waiters); when BERTH_WEBHOOK_SECRET is set, the payment webhook.
+// set, the outbox relay of this region, the invalidator of the region's
+// caches (run by the search index's consumer, or by the region's cache
+// consumer without an index: wireSearch) and its waitlist consumers (freed
+// rooms and slots to the first waiters); when BERTH_WEBHOOK_SECRET is set,
+// the payment webhook.
 //
 // Environment: BERTH_NATS_URL, BERTH_OUTBOX_RETENTION (72h),
 // BERTH_RELAY_BATCH (500), BERTH_RELAY_POLL (50ms), BERTH_WEBHOOK_SECRET,
@@ -82,6 +85,9 @@ func wireEvents(ctx context.Context, w *wiring) error {
 	// The same events tell the sold-out cache that rooms may have come back
 	// through another process's commit.
 	inv = forgetSoldOut{Invalidator: inv, store: w.store}
+	// The invalidations run in the search index's consumer (wireSearch), or
+	// in the region's own consumer when there is no index.
+	w.invalidator = inv
 	// The relocation saga's steps homed in this region (internal/walk), and
 	// the job that re-sends a walk whose answer has not come back.
 	saga := walk.New(w.store, w.log)
@@ -94,11 +100,6 @@ func wireEvents(ctx context.Context, w *wiring) error {
 			cfg := walk.ConsumerConfig(w.cfg.Region, postgres.IsTransient, w.log)
 			if err := natsbus.Consume(ctx, js, cfg, saga.Handle); err != nil {
 				w.log.Error("walk saga consumer stopped", "err", err)
-			}
-		},
-		func(ctx context.Context) {
-			if err := natsbus.InvalidateCache(ctx, js, w.cfg.Region, inv, w.log); err != nil {
-				w.log.Error("cache invalidation stopped", "err", err)
 			}
 		},
 		// Freed rooms go to the waitlists of this region's hotels.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/berthhq/berth/internal/cli"
 	"github.com/berthhq/berth/internal/config"
+	"github.com/berthhq/berth/internal/natsbus"
 	"github.com/berthhq/berth/internal/searchindex"
 	"github.com/google/uuid"
 )
@@ -30,6 +31,15 @@ func wireSearch(ctx context.Context, w *wiring) error {
 		if on {
 			w.log.Warn("no NATS: hotel search reads the database (city searches only)")
 		}
+		if w.js != nil {
+			// No index: the region's own cache consumer, shared by its
+			// replicas.
+			w.runners = append(w.runners, func(ctx context.Context) {
+				if err := natsbus.InvalidateCache(ctx, w.js, w.cfg.Region, w.invalidator, w.log); err != nil {
+					w.log.Error("cache invalidation stopped", "err", err)
+				}
+			})
+		}
 		return nil
 	}
 	idx := searchindex.New(w.log.With("component", "search"))
@@ -51,10 +61,13 @@ func wireSearch(ctx context.Context, w *wiring) error {
 		}
 		return nil
 	}})
-	cfg := searchindex.ConsumerConfig(w.cfg.Region, uuid.NewString()[:8], w.log)
+	// One consumer feeds the index and invalidates the region's cache
+	// (docs/adr/0019): one delivery per event and process instead of two.
+	cfg := searchindex.ConsumerWithCacheConfig(w.cfg.Region, uuid.NewString()[:8], w.cacheReplay, w.log)
 	cfg.TracerProvider = w.tel.TracerProvider()
+	handle := natsbus.WithInvalidation(w.invalidator, idx.Handle)
 	w.runners = append(w.runners, func(ctx context.Context) {
-		if err := idx.Run(ctx, w.js, cfg, src); err != nil {
+		if err := idx.RunWith(ctx, w.js, cfg, src, handle); err != nil {
 			w.log.Error("search consumer stopped", "err", err)
 		}
 	})

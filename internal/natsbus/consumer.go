@@ -1,6 +1,7 @@
 package natsbus
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -58,6 +59,9 @@ type ConsumerConfig struct {
 	// for the messages in flight.
 	HandleTimeout time.Duration
 	Workers       int // messages handled concurrently (8)
+	// MaxAckPending bounds the messages delivered and not yet acked (1000):
+	// past it the server delivers nothing new until some are acked.
+	MaxAckPending int
 	// DeliverNew starts a newly created consumer at the end of the stream
 	// instead of its beginning (cache invalidation has no use for history).
 	DeliverNew bool
@@ -67,6 +71,12 @@ type ConsumerConfig struct {
 	// JSON cost such a consumer (cache invalidation) as much as its own work
 	// (docs/PERFORMANCE.md, "CPU per hold").
 	SubjectOnly bool
+	// StartTime, when set, starts a newly created consumer at the first
+	// event published at or after it (and overrides DeliverNew): a consumer
+	// per process instance that must not miss what happened while its
+	// process was down, within a bound (the combined search and cache
+	// consumer replays one cache TTL: ForIndexAndCache).
+	StartTime time.Time
 	// InactiveThreshold, when set, lets the server delete the consumer
 	// after it has had no client for that long (a consumer per process
 	// instance, which would otherwise outlive it).
@@ -239,10 +249,14 @@ func EnsureConsumer(ctx context.Context, js jetstream.JetStream, cfg ConsumerCon
 		// whose dead-lettering failed, keeps coming back until it is
 		// handled.
 		MaxDeliver:        -1,
-		MaxAckPending:     1000,
+		MaxAckPending:     cmp.Or(cfg.MaxAckPending, 1000),
 		InactiveThreshold: cfg.InactiveThreshold,
 	}
-	if cfg.DeliverNew {
+	switch {
+	case !cfg.StartTime.IsZero():
+		start := cfg.StartTime.UTC()
+		cc.DeliverPolicy, cc.OptStartTime = jetstream.DeliverByStartTimePolicy, &start
+	case cfg.DeliverNew:
 		cc.DeliverPolicy = jetstream.DeliverNewPolicy
 	}
 	if info, err := js.Consumer(ctx, StreamName, cfg.Durable); err == nil {

@@ -2,6 +2,7 @@ package natsbus
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -56,4 +57,31 @@ func ParseSubject(subject string) (kind, partitionID, eventType string, err erro
 		return "", "", "", fmt.Errorf("event subject %q: want %s<kind>.<partition>.<type>", subject, events.SubjectPrefix)
 	}
 	return kind, partitionID, eventType, nil
+}
+
+// WithInvalidation returns a handler that, on every delivery, both drops
+// the cached reads of the event's partition (read from the subject, as
+// InvalidateCache does) and runs h, whatever the other's outcome, and
+// fails when either failed. It lets one consumer per process do the
+// region's cache invalidation beside another idempotent job (the search
+// index), one delivery per event instead of two (docs/adr/0019).
+//
+// Neither job can lose the other's work: a failure of either makes the
+// message come back, and the redelivery runs both again — a second bump of
+// a generation and a re-applied event change nothing. Neither job waits on
+// the other: h runs even while Redis is down, so the index stays current
+// through a cache outage on every delivery. An invalidation's failure wraps
+// berth.ErrDependency and is retried for as long as it lasts and never
+// dead-lettered, even when joined with h's error; a message that fails h on
+// its own account is dead-lettered only after its invalidation succeeded
+// (an invalidation error in the join would have made the failure transient).
+func WithInvalidation(inv Invalidator, h Handler) Handler {
+	return func(ctx context.Context, m Message) error {
+		kind, partitionID, typ, err := ParseSubject(m.Subject)
+		if err != nil {
+			return err
+		}
+		invErr := inv.Invalidate(ctx, kind, partitionID, typ, nil)
+		return errors.Join(invErr, h(ctx, m))
+	}
 }

@@ -48,16 +48,28 @@ func startPublish(ctx context.Context, tr trace.Tracer, rec events.Record, subje
 	if !trace.SpanContextFromContext(parent).IsValid() {
 		return ctx, noSpan
 	}
-	return tr.Start(parent, "publish "+rec.Type,
-		trace.WithSpanKind(trace.SpanKindProducer),
-		trace.WithAttributes(
+	ctx, span := tr.Start(parent, "publish "+rec.Type, producer)
+	if span.IsRecording() {
+		span.SetAttributes(
 			semconv.MessagingSystemKey.String("nats"),
 			semconv.MessagingOperationTypeSend,
 			semconv.MessagingOperationName("publish"),
 			semconv.MessagingDestinationName(subject),
 			semconv.MessagingMessageID(rec.EventID),
-		))
+		)
+	}
+	return ctx, span
 }
+
+// The span kinds as start options, made once. A request's trace context
+// travels with its events whether or not the request was sampled (W3C
+// propagation), so every event starts a span; with tracing off (the
+// default sampler follows the unsampled parent) the span records nothing,
+// and its attributes, set only on a recording span, are not built at all.
+var (
+	producer = trace.WithSpanKind(trace.SpanKindProducer)
+	consumer = trace.WithSpanKind(trace.SpanKindConsumer)
+)
 
 // startConsume starts the consumer span of one delivery as a child of the
 // trace context in its headers. With none it returns ctx and a span that
@@ -69,18 +81,22 @@ func startConsume(ctx context.Context, tr trace.Tracer, durable string, headers 
 	}
 	typ := m.Event.Type
 	if typ == "" {
-		typ = m.Subject // an undecodable message
+		typ = m.Subject // an undecodable message, or a consumer that reads only subjects
 	}
-	return tr.Start(parent, "consume "+typ,
-		trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithAttributes(
+	ctx, span := tr.Start(parent, "consume "+typ, consumer)
+	if span.IsRecording() {
+		span.SetAttributes(
 			semconv.MessagingSystemKey.String("nats"),
 			semconv.MessagingOperationTypeProcess,
 			semconv.MessagingOperationName("consume"),
 			semconv.MessagingDestinationName(m.Subject),
 			semconv.MessagingConsumerGroupName(durable),
-			semconv.MessagingMessageID(m.Event.ID),
-		))
+		)
+		if m.Event.ID != "" {
+			span.SetAttributes(semconv.MessagingMessageID(m.Event.ID))
+		}
+	}
+	return ctx, span
 }
 
 // endSpan ends span, marking it failed when err is not nil.

@@ -68,6 +68,15 @@ type Options struct {
 	// may predate that write, so it is kept only until ReadLag after the
 	// invalidation; the next fill then reads past the write.
 	ReadLag time.Duration
+	// EventLinger is how long a bump round started by an event's
+	// invalidation (Events) waits for more before it is sent (default 5 ms;
+	// negative: not at all). The event consumers see every event of every
+	// region, arriving in bursts (a relay round, fanned out to the
+	// consumer's workers), and one round per burst instead of one per event
+	// or two halves the round trips (docs/PERFORMANCE.md, "CPU per hold").
+	// A write's own invalidation (Invalidate) never lingers: it sends at
+	// once, and takes along a lingering round's partitions.
+	EventLinger time.Duration
 	// PoolSize of the Redis client (default 10 per CPU, go-redis's default).
 	PoolSize int
 	Logger   *slog.Logger
@@ -89,8 +98,11 @@ type Cache struct {
 	bumpMu    sync.Mutex
 	bumpQueue map[string][]chan error
 	bumping   bool
+	// bumpNow cuts a lingering round's wait short (an Invalidate that
+	// must not wait).
+	bumpNow chan struct{}
 
-	hits, misses, loads, errs, bypassed, invalidations, invalidateErrs atomic.Int64
+	hits, misses, loads, errs, bypassed, invalidations, invalidateErrs, bumpRounds atomic.Int64
 }
 
 // Stats are the cache's counters since start, for metrics.
@@ -102,6 +114,7 @@ type Stats struct {
 	Bypassed      int64 // reads that skipped Redis because the breaker was open
 	Invalidations int64 // invalidations that succeeded (coalesced callers count once each)
 	InvalidateErr int64 // invalidations that could not reach Redis
+	BumpRounds    int64 // round trips that bumped generations (one per batch of invalidations)
 	Breaker       State
 }
 
@@ -127,6 +140,9 @@ func New(url string, opts Options) (*Cache, error) {
 	if opts.Cooldown <= 0 {
 		opts.Cooldown = time.Second
 	}
+	if opts.EventLinger == 0 {
+		opts.EventLinger = 5 * time.Millisecond
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -146,7 +162,7 @@ func New(url string, opts Options) (*Cache, error) {
 	if opts.PoolSize > 0 {
 		ro.PoolSize = opts.PoolSize
 	}
-	c := &Cache{rdb: redis.NewClient(ro), opts: opts, log: opts.Logger}
+	c := &Cache{rdb: redis.NewClient(ro), opts: opts, log: opts.Logger, bumpNow: make(chan struct{}, 1)}
 	c.br = &breaker{threshold: opts.FailureThreshold, cooldown: opts.Cooldown, now: opts.Now,
 		onChange: func(from, to State) {
 			c.log.Warn("redis cache breaker", "from", from.String(), "to", to.String())
@@ -171,7 +187,8 @@ func (c *Cache) Ping(ctx context.Context) error {
 func (c *Cache) Stats() Stats {
 	return Stats{Hits: c.hits.Load(), Misses: c.misses.Load(), Loads: c.loads.Load(), Errors: c.errs.Load(),
 		Bypassed: c.bypassed.Load(), Invalidations: c.invalidations.Load(), InvalidateErr: c.invalidateErrs.Load(),
-		Breaker: c.br.current()}
+		BumpRounds: c.bumpRounds.Load(),
+		Breaker:    c.br.current()}
 }
 
 // BreakerState returns the breaker's state.
@@ -362,6 +379,13 @@ func (c *Cache) load(ctx context.Context, flightKey string, fn func(context.Cont
 // round trip per batch of events instead of one per event
 // (docs/PERFORMANCE.md, "CPU per hold").
 func (c *Cache) Invalidate(ctx context.Context, kind, partitionID string) error {
+	return c.invalidate(ctx, kind, partitionID, 0)
+}
+
+// invalidate is Invalidate; a round this call starts waits linger for more
+// calls before it is sent. A round's bump still begins after every call in
+// it, lingering or not, so the guarantee above is the same.
+func (c *Cache) invalidate(ctx context.Context, kind, partitionID string, linger time.Duration) error {
 	key := c.prefix(kind, partitionID) + "gen"
 	done := make(chan error, 1)
 	c.bumpMu.Lock()
@@ -369,9 +393,16 @@ func (c *Cache) Invalidate(ctx context.Context, kind, partitionID string) error 
 		c.bumpQueue = map[string][]chan error{}
 	}
 	c.bumpQueue[key] = append(c.bumpQueue[key], done)
-	if !c.bumping {
+	switch {
+	case !c.bumping:
 		c.bumping = true
-		go c.bumpRounds()
+		go c.runBumps(linger)
+	case linger <= 0:
+		// A round may be lingering: send it now.
+		select {
+		case c.bumpNow <- struct{}{}:
+		default:
+		}
 	}
 	c.bumpMu.Unlock()
 	var err error
@@ -392,18 +423,34 @@ func (c *Cache) Invalidate(ctx context.Context, kind, partitionID string) error 
 	return nil
 }
 
-// bumpRounds runs bump rounds until no invalidation waits.
-func (c *Cache) bumpRounds() {
+// runBumps runs bump rounds until no invalidation waits; the first waits
+// linger (or until an Invalidate that must not wait comes) for more.
+func (c *Cache) runBumps(linger time.Duration) {
+	if linger > 0 {
+		t := time.NewTimer(linger)
+		select {
+		case <-t.C:
+		case <-c.bumpNow:
+			t.Stop()
+		}
+	}
 	for {
 		c.bumpMu.Lock()
 		round := c.bumpQueue
 		if len(round) == 0 {
 			c.bumping = false
+			// A wake-up meant for this run must not cut the next one's
+			// linger short.
+			select {
+			case <-c.bumpNow:
+			default:
+			}
 			c.bumpMu.Unlock()
 			return
 		}
 		c.bumpQueue = nil
 		c.bumpMu.Unlock()
+		c.bumpRounds.Add(1)
 		errs := c.bump(round)
 		for key, waiters := range round {
 			for _, w := range waiters {
@@ -478,5 +525,5 @@ func (e EventInvalidator) Invalidate(ctx context.Context, kind, partitionID, _ s
 	if kind == "" || partitionID == "" || strings.ContainsAny(kind+partitionID, "{}") {
 		return nil
 	}
-	return e.c.Invalidate(ctx, kind, partitionID)
+	return e.c.invalidate(ctx, kind, partitionID, max(e.c.opts.EventLinger, 0))
 }

@@ -441,3 +441,58 @@ func TestInvalidateNeverJoinsASentRound(t *testing.T) {
 		t.Fatalf("want two bumps (one per round), commandstats:\n%s", info)
 	}
 }
+
+// Events' invalidations linger for company: a burst of them shares one
+// round trip. A write's own invalidation never waits for the linger: it
+// sends the lingering round at once, and every call returns after a bump of
+// its partition (a fill made before the call is dropped). The linger here
+// is an hour, so a call that waited for it would never return.
+func TestEventInvalidationsLingerWritesDoNot(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Start(t)
+	c := newCache(t, rs.URL(), rediscache.Options{EventLinger: time.Hour})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const n = 20
+	pid := func(i int) string { return fmt.Sprintf("p%02d", i) }
+	fill := func(i int, v string) (string, bool) {
+		b, hit, err := c.Fetch(ctx, "hotel", pid(i), "availability", time.Minute,
+			func(context.Context) ([]byte, error) { return []byte(v), nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b), hit
+	}
+	for i := range n + 1 {
+		fill(i, "before")
+	}
+	rounds := c.Stats().BumpRounds
+	errs := make(chan error, n)
+	for i := range n {
+		go func() { errs <- c.Events().Invalidate(ctx, "hotel", pid(i), "reservation.held", nil) }()
+	}
+	// Wait until every event call is queued in the lingering round.
+	for rediscache.Queued(c) < n {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the event invalidations never queued")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	if err := c.Invalidate(ctx, "hotel", pid(n)); err != nil {
+		t.Fatalf("a write's invalidation: %v", err)
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatalf("an event's invalidation: %v", err)
+		}
+	}
+	if got := c.Stats().BumpRounds - rounds; got != 1 {
+		t.Errorf("%d round trips for %d event invalidations and a write's, want 1", got, n)
+	}
+	for i := range n + 1 {
+		if v, hit := fill(i, "after"); hit || v != "after" {
+			t.Errorf("partition %d: the fill made before the invalidation is still cached", i)
+		}
+	}
+}

@@ -2,7 +2,6 @@ package telemetry
 
 import (
 	"context"
-	"net/textproto"
 	"strings"
 
 	"go.opentelemetry.io/otel"
@@ -35,15 +34,17 @@ func ExtractHeaders(ctx context.Context, h map[string][]string) context.Context 
 
 // HeaderCarrier adapts NATS headers to propagation.TextMapCarrier. NATS
 // keeps header names as written (it does not canonicalise them like HTTP),
-// so Get tries the name as given, then canonical and lower case forms.
+// so Get tries the name as given, then any case of it.
 type HeaderCarrier map[string][]string
 
 // Get returns the first value of key.
+//
+// It runs for every consumed message (twice: traceparent and the usually
+// absent tracestate), so it allocates nothing: the loop over the few
+// headers finds the canonical form too, without building it.
 func (c HeaderCarrier) Get(key string) string {
-	for _, k := range [...]string{key, textproto.CanonicalMIMEHeaderKey(key)} {
-		if v := c[k]; len(v) > 0 {
-			return v[0]
-		}
+	if v := c[key]; len(v) > 0 {
+		return v[0]
 	}
 	for k, v := range c {
 		if len(v) > 0 && strings.EqualFold(k, key) {
