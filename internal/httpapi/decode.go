@@ -23,21 +23,31 @@ const MaxBodyBytes = 64 << 10
 // fields, no trailing data, at most MaxBodyBytes. Errors are invalid_request
 // naming the field where one can be named.
 func Decode(w http.ResponseWriter, r *http.Request, dst any) error {
+	body, err := readJSONBody(w, r)
+	if err != nil {
+		return err
+	}
+	return DecodeBytes(body, dst)
+}
+
+// readJSONBody is Decode's checks of the Content-Type and the size, and the
+// body they let through.
+func readJSONBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-			return berth.Invalid(berth.FieldError{Field: "Content-Type", Message: "want application/json"})
+			return nil, berth.Invalid(berth.FieldError{Field: "Content-Type", Message: "want application/json"})
 		}
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return berth.Invalid(berth.FieldError{Field: "body", Message: fmt.Sprintf("larger than %d bytes", MaxBodyBytes)})
+			return nil, berth.Invalid(berth.FieldError{Field: "body", Message: fmt.Sprintf("larger than %d bytes", MaxBodyBytes)})
 		}
-		return berth.Invalid(berth.FieldError{Field: "body", Message: "could not be read"})
+		return nil, berth.Invalid(berth.FieldError{Field: "body", Message: "could not be read"})
 	}
-	return DecodeBytes(body, dst)
+	return body, nil
 }
 
 // DecodeBytes is Decode on a body already read. JSON is UTF-8 (RFC 8259):

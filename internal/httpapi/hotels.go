@@ -460,9 +460,16 @@ func (s *Server) hold(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var req holdRequest
-	if err := Decode(w, r, &req); err != nil {
+	body, err := readJSONBody(w, r)
+	if err != nil {
 		return err
+	}
+	var req holdRequest
+	if !req.readFast(body) { // hold_json.go: the common shape by hand
+		req = holdRequest{}
+		if err := DecodeBytes(body, &req); err != nil {
+			return err
+		}
 	}
 	var f Fields
 	guestID := text(&f, "guest_id", req.GuestID, 128)
@@ -488,7 +495,7 @@ func (s *Server) hold(w http.ResponseWriter, r *http.Request) error {
 		ReservationID: uuid.NewString(), HotelID: hotelID, RoomTypeID: strings.ToLower(req.RoomTypeID), GuestID: guestID,
 		Stay: stay, Quantity: req.Quantity, ContactEmail: req.ContactEmail, ContactPhone: req.ContactPhone,
 		ContactPushToken: req.ContactPushToken,
-	}, &berth.Idem{Key: key, Hash: RequestHash("hold:"+hotelID, p.Subject, req), Render: render(http.StatusCreated)})
+	}, &berth.Idem{Key: key, Hash: holdHash(hotelID, p.Subject, req), Render: render(http.StatusCreated)})
 	if err != nil {
 		return err
 	}

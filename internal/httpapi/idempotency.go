@@ -1,8 +1,6 @@
 package httpapi
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"net/http"
 
@@ -46,11 +44,5 @@ func ValidIdempotencyKey(k string) error {
 // of the client's JSON do not matter.
 func RequestHash(route, subject string, req any) string {
 	body, _ := json.Marshal(req)
-	h := sha256.New()
-	h.Write([]byte(route))
-	h.Write([]byte{0})
-	h.Write([]byte(subject))
-	h.Write([]byte{0})
-	h.Write(body)
-	return hex.EncodeToString(h.Sum(nil))
+	return requestHash(route, subject, body)
 }
