@@ -129,7 +129,8 @@ type fastClaims struct {
 // escapes, dates as integers of at most 12 digits (the library reads them
 // through a float64, exact below 2^53). Anything else — another claim, a
 // name given twice, a space, an escape, null, a fraction — is not ok.
-func readClaims(b []byte) (c fastClaims, ok bool) {
+func readClaims(payload []byte) (c fastClaims, ok bool) {
+	b := string(payload) // one string: the claims are slices of it
 	if len(b) < 2 || b[0] != '{' || b[len(b)-1] != '}' {
 		return c, false
 	}
@@ -187,14 +188,14 @@ func readClaims(b []byte) (c fastClaims, ok bool) {
 
 // plainString reads the JSON string at b[i:] when it is printable ASCII
 // without escapes; next is the index after it.
-func plainString(b []byte, i int) (s string, next int, ok bool) {
+func plainString(b string, i int) (s string, next int, ok bool) {
 	if i >= len(b) || b[i] != '"' {
 		return "", i, false
 	}
 	for j := i + 1; j < len(b); j++ {
 		switch c := b[j]; {
 		case c == '"':
-			return string(b[i+1 : j]), j + 1, true
+			return b[i+1 : j], j + 1, true
 		case c < 0x20 || c > 0x7e || c == '\\':
 			return "", j, false
 		}
@@ -203,7 +204,7 @@ func plainString(b []byte, i int) (s string, next int, ok bool) {
 }
 
 // plainInt reads a non-negative JSON integer of 1 to 12 digits at b[i:].
-func plainInt(b []byte, i int) (n int64, next int, ok bool) {
+func plainInt(b string, i int) (n int64, next int, ok bool) {
 	j := i
 	for j < len(b) && b[j] >= '0' && b[j] <= '9' {
 		n = n*10 + int64(b[j]-'0')
@@ -217,7 +218,7 @@ func plainInt(b []byte, i int) (n int64, next int, ok bool) {
 
 // plainStrings reads a JSON array of plain strings at b[i:]; [] is an empty
 // slice, as encoding/json gives.
-func plainStrings(b []byte, i int) (out []string, next int, ok bool) {
+func plainStrings(b string, i int) (out []string, next int, ok bool) {
 	if i >= len(b) || b[i] != '[' {
 		return nil, i, false
 	}

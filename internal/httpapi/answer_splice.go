@@ -23,8 +23,7 @@ import (
 
 // member is one member of a JSON object: its name and its raw value.
 type member struct {
-	name  string
-	value []byte
+	name, value []byte
 }
 
 // objectMembers splits a compact JSON object into its members, in their
@@ -68,9 +67,9 @@ func objectMembers(b []byte, into []member) (members []member, ok bool) {
 		if j+1 >= len(b) || b[j+1] != ':' {
 			return nil, false
 		}
-		name := string(b[i+1 : j])
+		name := b[i+1 : j]
 		for _, m := range members {
-			if m.name == name {
+			if bytes.Equal(m.name, name) {
 				return nil, false
 			}
 		}
@@ -216,7 +215,7 @@ func skipNumber(b []byte, i int) (int, bool) {
 // find returns the raw value of the member named name.
 func find(members []member, name string) ([]byte, bool) {
 	for _, m := range members {
-		if m.name == name {
+		if string(m.name) == name {
 			return m.value, true
 		}
 	}
@@ -265,16 +264,8 @@ func plainInt(members []member, name string) (*int64, bool) {
 // by name, no space. The members come from objectMembers, so their values
 // need no compacting or escaping.
 func withMember(members []member, name string, value []byte) []byte {
-	members = append(members, member{name: name, value: value})
-	slices.SortFunc(members, func(a, b member) int {
-		switch {
-		case a.name < b.name:
-			return -1
-		case a.name > b.name:
-			return 1
-		}
-		return 0
-	})
+	members = append(members, member{name: []byte(name), value: value})
+	slices.SortFunc(members, func(a, b member) int { return bytes.Compare(a.name, b.name) })
 	n := 2
 	for _, m := range members {
 		n += len(m.name) + len(m.value) + 4

@@ -21,7 +21,9 @@ import (
 // JSON whitespace around tokens. ok is false for anything else (null, an
 // escape, another member, a name in another case, a name given twice,
 // trailing data); then req is unspecified and DecodeBytes must read body.
-func (req *holdRequest) readFast(body []byte) (ok bool) {
+func (req *holdRequest) readFast(b []byte) (ok bool) {
+	// One string for the body: the fields are slices of it.
+	body := string(b)
 	var seen [8]bool
 	i := skipSpace(body, 0)
 	if i >= len(body) || body[i] != '{' {
@@ -89,7 +91,7 @@ func (req *holdRequest) readFast(body []byte) (ok bool) {
 	}
 }
 
-func skipSpace(b []byte, i int) int {
+func skipSpace(b string, i int) int {
 	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
 		i++
 	}
@@ -99,14 +101,14 @@ func skipSpace(b []byte, i int) int {
 // asciiString reads the JSON string at b[i:] when it is printable ASCII
 // without escapes (so nothing the edge's check of hostile bytes refuses);
 // next is the index after it.
-func asciiString(b []byte, i int) (s string, next int, ok bool) {
+func asciiString(b string, i int) (s string, next int, ok bool) {
 	if i >= len(b) || b[i] != '"' {
 		return "", i, false
 	}
 	for j := i + 1; j < len(b); j++ {
 		switch c := b[j]; {
 		case c == '"':
-			return string(b[i+1 : j]), j + 1, true
+			return b[i+1 : j], j + 1, true
 		case c < 0x20 || c > 0x7e || c == '\\':
 			return "", j, false
 		}
@@ -115,7 +117,7 @@ func asciiString(b []byte, i int) (s string, next int, ok bool) {
 }
 
 // smallInt reads a JSON integer of 1 to 9 digits, not negative, at b[i:].
-func smallInt(b []byte, i int) (n int, next int, ok bool) {
+func smallInt(b string, i int) (n int, next int, ok bool) {
 	j := i
 	for j < len(b) && b[j] >= '0' && b[j] <= '9' {
 		n = n*10 + int(b[j]-'0')
