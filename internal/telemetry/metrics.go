@@ -95,9 +95,27 @@ func (t *Telemetry) regionAttrs() []attribute.KeyValue {
 
 // BookingOutcome counts one booking write: op names the operation
 // (hotel.hold, clinic.confirm, …), code is "ok" or the problem code.
+// Every booking write counts one, so each series' attributes are built once
+// (ops and codes are few: the routes' operations and the API's codes).
 func (t *Telemetry) BookingOutcome(ctx context.Context, op, code string) {
-	t.inst.outcomes.Add(ctx, 1, t.attrs(attribute.String("op", op), attribute.String("code", code)))
+	k := outcomeKey{op, code}
+	t.outcomeSets.RLock()
+	o, ok := t.outcomeSets.m[k]
+	t.outcomeSets.RUnlock()
+	if !ok {
+		o = metric.WithAttributeSet(attribute.NewSet(append([]attribute.KeyValue{attribute.String("op", op),
+			attribute.String("code", code)}, t.regionAttrs()...)...))
+		t.outcomeSets.Lock()
+		if t.outcomeSets.m == nil {
+			t.outcomeSets.m = map[outcomeKey]metric.MeasurementOption{}
+		}
+		t.outcomeSets.m[k] = o
+		t.outcomeSets.Unlock()
+	}
+	t.inst.outcomes.Add(ctx, 1, o)
 }
+
+type outcomeKey struct{ op, code string }
 
 // TxRetry counts one retried transaction attempt; err is what caused it
 // (its SQLSTATE becomes the reason label).

@@ -21,6 +21,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -53,9 +54,15 @@ type Telemetry struct {
 	tracer          trace.Tracer
 	exporting       bool
 	// rootsUnsampled: spans are recorded only under a sampled parent
-	// (no exporter, no OTEL_TRACES_SAMPLER), which ProxyMiddleware uses.
+	// (no exporter, no OTEL_TRACES_SAMPLER), which ProxyMiddleware and
+	// Middleware's lean way use.
 	rootsUnsampled bool
 	inst           instruments
+	// outcomeSets caches the attributes of BookingOutcome's series.
+	outcomeSets struct {
+		sync.RWMutex
+		m map[outcomeKey]metric.MeasurementOption
+	}
 }
 
 // Option adjusts Setup.
