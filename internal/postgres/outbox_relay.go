@@ -10,26 +10,64 @@ import (
 )
 
 // claimOutboxSQL claims the oldest unsent events of partitions homed in a
-// region. SKIP LOCKED lets several relay replicas of one region share the
-// work; the rows stay locked until the claiming transaction ends, so a
-// batch in flight is never claimed twice.
+// region and, in the same statement, leaves out every partition that has an
+// unsent event outside the claim ordered before one of its claimed events:
+// publishing that partition's events now would overtake it. Such an event
+// is one another replica holds (SKIP LOCKED hid it from us: it may sit
+// before the partition's first claimed event or between two of them) or one
+// the partition's former home region has not published yet (a moved
+// partition's events keep the region that wrote them), so the check counts
+// by partition, not by region (outbox_unsent_partition_idx): the unsent
+// events of the partition up to its last claimed one must be exactly the
+// claimed ones. SKIP LOCKED lets several relay replicas of one region share
+// the work; the claimed rows stay locked until the claiming transaction
+// ends, so a batch in flight is never claimed twice. The left-out
+// partitions' rows stay locked too and wait for the next round.
+//
+// The check sees the claim's snapshot: an event the claim skipped because
+// another replica holds it is unsent in that snapshot, so its partition is
+// left out. (An event committed after the snapshot is seen by neither; a
+// separate statement only narrowed that window, it never closed it: events
+// of one partition written by concurrent transactions are ordered by
+// (created_at, seq) only as far as their commits allow, ADR 0016.)
 const claimOutboxSQL = `
+WITH claimed AS (
+	SELECT partition_id, event_id, home_region, kind, event_type, aggregate_id,
+	       aggregate_version, seq, payload, created_at, trace_context
+	FROM outbox
+	WHERE sent_at IS NULL AND home_region = $1
+	ORDER BY created_at, seq
+	LIMIT $2
+	FOR UPDATE SKIP LOCKED
+), lasts AS (
+	SELECT DISTINCT ON (partition_id) partition_id, created_at, seq
+	FROM claimed
+	ORDER BY partition_id, created_at DESC, seq DESC
+), counts AS (
+	SELECT partition_id, count(*) AS n FROM claimed GROUP BY partition_id
+), blocked AS (
+	SELECT l.partition_id
+	FROM lasts AS l JOIN counts AS c ON c.partition_id = l.partition_id
+	WHERE c.n <> (SELECT count(*) FROM outbox AS o
+	              WHERE o.partition_id = l.partition_id AND o.sent_at IS NULL
+	                AND (o.created_at, o.seq) <= (l.created_at, l.seq))
+)
 SELECT partition_id::TEXT, event_id::TEXT, home_region, kind, event_type, aggregate_id::TEXT,
        aggregate_version, seq, payload, created_at, trace_context
-FROM outbox
-WHERE sent_at IS NULL AND home_region = $1
-ORDER BY created_at, seq
-LIMIT $2
-FOR UPDATE SKIP LOCKED`
+FROM claimed
+WHERE partition_id NOT IN (SELECT partition_id FROM blocked)
+ORDER BY created_at, seq`
 
-// blockedPartitionsSQL finds partitions of a claimed batch that have an
-// earlier unsent event outside the batch (locked by another replica, which
-// SKIP LOCKED hid from us): publishing theirs now would overtake it.
-const blockedPartitionsSQL = `
-SELECT DISTINCT o.partition_id::TEXT
-FROM outbox AS o
-JOIN unnest($1::UUID[], $2::TIMESTAMPTZ[], $3::INT4[]) AS f(pid, ca, sq) ON o.partition_id = f.pid
-WHERE o.sent_at IS NULL AND (o.created_at < f.ca OR (o.created_at = f.ca AND o.seq < f.sq))`
+// relayPlanSQL keeps the relay's scans of the outbox to plain index scans
+// on PostgreSQL. Marking an event sent leaves a dead entry in the partial
+// indexes of unsent rows until VACUUM; a plain index scan that meets one
+// marks it dead in the index (and later scans skip it without reading the
+// heap), a bitmap scan never does. With few unsent rows in its statistics
+// the planner prefers bitmap scans, and then every round read every row
+// sent since the last VACUUM: measured at 5 ms per round and rising, more
+// than the hold's own transaction per hold (docs/PERFORMANCE.md, ADR 0016).
+// CockroachDB has no such setting and no such cost.
+const relayPlanSQL = `SET LOCAL enable_bitmapscan = off`
 
 const markSentSQL = `
 UPDATE outbox SET sent_at = now()
@@ -45,24 +83,24 @@ WHERE (partition_id, event_id) IN (SELECT p, e FROM unnest($1::UUID[], $2::UUID[
 // The claiming transaction is held open across the publish on purpose: it
 // locks only outbox rows (no booking transaction waits on them), and it is
 // what stops two replicas publishing one event concurrently.
+//
+// On PostgreSQL a round is two round trips: BEGIN with the claim, then the
+// mark with the COMMIT (a pipelined transaction, tx_pipelined.go); it was
+// five (BEGIN, claim, order check, mark, COMMIT).
 func (s *Store) RelayOutbox(ctx context.Context, limit int,
 	publish func(ctx context.Context, recs []events.Record) (acked []string, err error)) (sent int, err error) {
-	tx, err := s.db.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	tx, release, err := s.relayTx(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("relay outbox: begin: %w", err)
 	}
 	// Unconditional, so that a panic (in publish, say) also ends the claim
 	// at once instead of leaving its rows locked — and skipped by every
 	// replica's SKIP LOCKED — for as long as the process lives.
-	defer rollback(ctx, tx)
-	recs, err := claimOutbox(ctx, tx, s.region, limit)
-	if err != nil || len(recs) == 0 {
-		if err == nil {
-			err = tx.Commit(ctx)
-		}
-		return 0, err
-	}
-	recs, err = dropBlocked(ctx, tx, recs)
+	defer func() {
+		rollback(ctx, tx)
+		release()
+	}()
+	recs, err := s.claimOutbox(ctx, tx, limit)
 	if err != nil || len(recs) == 0 {
 		if err == nil {
 			err = tx.Commit(ctx)
@@ -83,11 +121,17 @@ func (s *Store) RelayOutbox(ctx context.Context, limit int,
 		for _, id := range acked {
 			pids = append(pids, byID[id])
 		}
-		if _, err = tx.Exec(ctx, markSentSQL, pids, acked); err != nil {
-			return 0, fmt.Errorf("relay outbox: mark sent: %w", err)
+		b := &pgx.Batch{}
+		b.Queue(markSentSQL, pids, acked)
+		br := sendAndCommit(ctx, tx, b)
+		_, markErr := br.Exec()
+		if err = br.Close(); markErr != nil {
+			return 0, fmt.Errorf("relay outbox: mark sent: %w", markErr)
+		} else if err != nil {
+			return 0, fmt.Errorf("relay outbox: %w", err)
 		}
 	}
-	if err = tx.Commit(ctx); err != nil {
+	if err = tx.Commit(ctx); err != nil { // nothing left to do when the mark carried the COMMIT
 		return 0, fmt.Errorf("relay outbox: commit: %w", err)
 	}
 	if pubErr != nil {
@@ -96,8 +140,36 @@ func (s *Store) RelayOutbox(ctx context.Context, limit int,
 	return len(acked), nil
 }
 
-func claimOutbox(ctx context.Context, tx pgx.Tx, region string, limit int) ([]events.Record, error) {
-	rows, err := tx.Query(ctx, claimOutboxSQL, region, limit)
+// relayTx begins the relay's READ COMMITTED transaction: on PostgreSQL a
+// pipelined one whose BEGIN goes with the claim, on CockroachDB pgx's.
+// release returns its connection to the pool, after the rollback.
+func (s *Store) relayTx(ctx context.Context) (tx pgx.Tx, release func(), err error) {
+	if s.db.Engine == EngineCockroach {
+		tx, err := s.db.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+		return tx, func() {}, err
+	}
+	c, err := s.db.pool.Acquire(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &pipeTx{conn: c.Conn(), begin: beginSQL(ReadCommitted)}, c.Release, nil
+}
+
+func (s *Store) claimOutbox(ctx context.Context, tx pgx.Tx, limit int) ([]events.Record, error) {
+	b := &pgx.Batch{}
+	planned := s.db.Engine != EngineCockroach
+	if planned {
+		b.Queue(relayPlanSQL)
+	}
+	b.Queue(claimOutboxSQL, s.region, limit)
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
+	if planned {
+		if _, err := br.Exec(); err != nil {
+			return nil, fmt.Errorf("claim outbox: %w", err)
+		}
+	}
+	rows, err := br.Query()
 	if err != nil {
 		return nil, fmt.Errorf("claim outbox: %w", err)
 	}
@@ -119,51 +191,11 @@ func claimOutbox(ctx context.Context, tx pgx.Tx, region string, limit int) ([]ev
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("claim outbox: %w", err)
 	}
-	return recs, nil
-}
-
-// dropBlocked removes from recs every partition that has an earlier unsent
-// event outside recs; those partitions wait for the next round.
-func dropBlocked(ctx context.Context, tx pgx.Tx, recs []events.Record) ([]events.Record, error) {
-	first := map[string]int{} // partition → index of its first record
-	var (
-		pids []string
-		cas  []time.Time
-		sqs  []int32
-	)
-	for i, r := range recs {
-		if _, ok := first[r.PartitionID]; !ok {
-			first[r.PartitionID] = i
-			pids, cas, sqs = append(pids, r.PartitionID), append(cas, r.CreatedAt), append(sqs, int32(r.Seq))
-		}
-	}
-	rows, err := tx.Query(ctx, blockedPartitionsSQL, pids, cas, sqs)
-	if err != nil {
-		return nil, fmt.Errorf("check outbox order: %w", err)
-	}
-	blocked := map[string]bool{}
-	for rows.Next() {
-		var pid string
-		if err := rows.Scan(&pid); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("check outbox order: %w", err)
-		}
-		blocked[pid] = true
-	}
 	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("check outbox order: %w", err)
+	if err := br.Close(); err != nil {
+		return nil, fmt.Errorf("claim outbox: %w", err)
 	}
-	if len(blocked) == 0 {
-		return recs, nil
-	}
-	kept := recs[:0]
-	for _, r := range recs {
-		if !blocked[r.PartitionID] {
-			kept = append(kept, r)
-		}
-	}
-	return kept, nil
+	return recs, nil
 }
 
 // PruneOutbox deletes sent events of the store's region older than keep, at
