@@ -79,8 +79,8 @@ func decodeTraceContext(s *string) map[string]string {
 	return c
 }
 
-// outboxBacklogSQL is cheap: outbox_unsent_idx covers the unsent rows, which
-// the relay keeps few.
+// outboxBacklogSQL is cheap: outbox_unsent_region_idx covers the region's
+// unsent rows, which the relay keeps few.
 const outboxBacklogSQL = `SELECT count(*), COALESCE(EXTRACT(EPOCH FROM now() - min(created_at)), 0)::FLOAT8
 	FROM outbox WHERE sent_at IS NULL AND home_region = $1`
 
