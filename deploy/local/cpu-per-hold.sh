@@ -22,7 +22,11 @@
 # TXCOST=0 (skip step 2), PROFILE_DIR (unset: no profiling; else every service serves net/http/pprof
 # on PORT_BASE+39… and a CPU profile of PROFILE_SECONDS (10) of each, taken
 # during the run, lands there as <service>.pprof), KEEP_LOGS=1 (keep the
-# scratch directory with the services' logs).
+# scratch directory with the services' logs), STATEMENTS=1 (print the
+# statements of the scratch database during the holds, per hold: calls,
+# execution time and shared buffers, from pg_stat_statements; the server
+# must load it, as deploy/local/stack.sh's does from a fresh data directory;
+# PG_ADMIN_URL points the platform at another server).
 set -euo pipefail
 
 DURATION="${DURATION:-15s}"
@@ -55,9 +59,35 @@ if [[ -n "${PROFILE_DIR:-}" ]]; then
 		profiles+=($!)
 	done
 fi
+if [[ "${STATEMENTS:-0}" == 1 ]]; then
+	# Counted from the holds' start: the seeding's statements are reset
+	# away (this database's only; other databases of the server keep theirs).
+	if [[ "$(psql "$DB_URL" -qtAc 'SHOW shared_preload_libraries')" != *pg_stat_statements* ]]; then
+		log "STATEMENTS=1: the server does not load pg_stat_statements (shared_preload_libraries); no statement table"
+		STATEMENTS=0
+	else
+		psql "$DB_URL" -qc 'CREATE EXTENSION IF NOT EXISTS pg_stat_statements' >/dev/null
+		until grep -q 'hold_http …' "$OUT" 2>/dev/null; do sleep 0.1; kill -0 "$run" 2>/dev/null || break; done
+		psql "$DB_URL" -qc "SELECT pg_stat_statements_reset(0, (SELECT oid FROM pg_database WHERE datname = current_database()), 0)" >/dev/null
+	fi
+fi
 wait "$run" "${profiles[@]}"
 [[ -n "${PROFILE_DIR:-}" ]] && log "profiles in $PROFILE_DIR (go tool pprof -top $PROFILE_DIR/booking-us-east.pprof)"
 holds="$(awk '$1 == "hold_http" { print $3; exit }' "$OUT")"
+if [[ "${STATEMENTS:-0}" == 1 && -n "$holds" ]]; then
+	# The audit after the holds adds statements run once; at least one call
+	# per hundred holds keeps them out.
+	total="$(awk '$1 == "hold_http" { print $2; exit }' "$OUT")"
+	printf '\nstatements during the holds, per hold (%s holds):\n' "$total"
+	psql "$DB_URL" -q -v holds="$total" <<'SQL'
+SELECT round(calls::NUMERIC / :holds, 3) AS calls, round((total_exec_time * 1000 / :holds)::NUMERIC, 1) AS exec_us,
+       round((shared_blks_hit + shared_blks_read)::NUMERIC / :holds, 1) AS buffers,
+       left(regexp_replace(query, '\s+', ' ', 'g'), 100) AS statement
+FROM pg_stat_statements
+WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND calls * 100 >= :holds
+ORDER BY total_exec_time DESC
+SQL
+fi
 TX="$WORK/txcost.txt"
 touch "$TX"
 [[ "${TXCOST:-1}" == 0 ]] || "$BIN/loadtest" txcost --db "$ADMIN_URL" --legs "minimal pgbench" --duration "$TXCOST_DURATION" --workers "$WORKERS" | tee "$TX"

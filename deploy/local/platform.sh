@@ -21,7 +21,8 @@
 # BERTH_* exports of .local/env pointing at this platform, BERTH_ADMIN_TOKEN
 # and BERTH_OPS_TOKEN included.
 #
-# Environment (defaults): PORT_BASE (19100), BINARIES (a directory holding
+# Environment (defaults): PORT_BASE (19100), PG_ADMIN_URL (the admin
+# database of the server to use; BERTH_TEST_DATABASE_URL), BINARIES (a directory holding
 # booking, router and readmodel binaries to run instead of building this
 # tree's: before/after comparisons; its loadtest too, when it holds one),
 # PROFILE_DIR (unset: no profiling; else
@@ -44,7 +45,9 @@ set -a
 # shellcheck disable=SC1091
 source .local/env
 set +a
-ADMIN_URL="${BERTH_TEST_DATABASE_URL:?BERTH_TEST_DATABASE_URL not set (make deps writes it)}"
+# PG_ADMIN_URL: another PostgreSQL server to put the scratch database on
+# (e.g. one with pg_stat_statements loaded); default the one of `make deps`.
+ADMIN_URL="${PG_ADMIN_URL:-${BERTH_TEST_DATABASE_URL:?BERTH_TEST_DATABASE_URL not set (make deps writes it)}}"
 command -v psql >/dev/null || die "psql missing (postgresql-client)"
 command -v redis-server >/dev/null || die "redis-server missing (make deps installs it)"
 
