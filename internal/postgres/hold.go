@@ -142,9 +142,10 @@ func (s *Store) Hold(ctx context.Context, req reservation.HoldRequest, idem *ber
 // sold-out generation when the hold began).
 func (s *Store) holdAlone(ctx context.Context, req reservation.HoldRequest, idem *berth.Idem, gen uint64) (berth.Response, error) {
 	for attempt := 0; ; attempt++ {
-		resp, got, err := s.hold(ctx, req, idem, gen)
+		resp, got, left, err := s.hold(ctx, req, idem, gen)
 		if err == nil && s.soldOut != nil && (idem == nil || resp.Status < 300) {
 			s.soldOut.Taken(req.HotelID, req.RoomTypeID, nightsOf(req.Stay))
+			s.learnSoldOutByWin(req, left, gen)
 		}
 		switch {
 		case errors.Is(err, errKeyTaken):
@@ -166,14 +167,16 @@ func (s *Store) holdAlone(ctx context.Context, req reservation.HoldRequest, idem
 }
 
 // hold runs the hold transaction. When it could not take every night, got
-// holds the nights it did take (then rolled back).
-func (s *Store) hold(ctx context.Context, req reservation.HoldRequest, idem *berth.Idem, gen uint64) (berth.Response, []time.Time, error) {
+// holds the nights it did take (then rolled back); when it won, left is
+// what its take left of each night.
+func (s *Store) hold(ctx context.Context, req reservation.HoldRequest, idem *berth.Idem, gen uint64) (berth.Response, []time.Time, []reservation.NightCount, error) {
 	var (
 		resp berth.Response
 		got  []time.Time
+		left []reservation.NightCount
 	)
 	err := s.db.InPipelinedTx(ctx, func(tx pgx.Tx) error {
-		resp, got = berth.Response{}, nil
+		resp, got, left = berth.Response{}, nil, nil
 		t, counted, err := takeHeldStay(ctx, tx, s.region, req, s.limits)
 		if err != nil {
 			return err
@@ -206,6 +209,7 @@ func (s *Store) hold(ctx context.Context, req reservation.HoldRequest, idem *ber
 			return s.limitRefusal(ctx, tx, req)
 		}
 		t.expiresAt = t.now.Add(s.holdTTL)
+		left = t.counts
 		r := heldReservation(req, t)
 		b := &pgx.Batch{}
 		queueInsertReservation(b, s.region, r)
@@ -238,7 +242,7 @@ func (s *Store) hold(ctx context.Context, req reservation.HoldRequest, idem *ber
 		}
 		return nil
 	})
-	return resp, got, err
+	return resp, got, left, err
 }
 
 // refuseHold answers a hold that did not get every night, inside a fenced
@@ -278,11 +282,18 @@ func (s *Store) refuseKnownSoldOut(ctx context.Context, req reservation.HoldRequ
 	if len(short) == 0 {
 		return berth.Response{}, false, nil
 	}
+	return s.refuseShort(ctx, req, idem, short, 0)
+}
+
+// refuseShort refuses a hold whose nights short the cache knows to lack
+// the rooms, as refuseKnownSoldOut does; own is how many of the running
+// holds with this key are the caller itself (a queued hold counts itself).
+func (s *Store) refuseShort(ctx context.Context, req reservation.HoldRequest, idem *berth.Idem, short []string, own int) (berth.Response, bool, error) {
 	refusal := soldOutError(req.Stay, req.Quantity, short)
 	if idem == nil {
 		return berth.Response{}, true, refusal
 	}
-	if s.holdRunning(req.HotelID, idem.Key) {
+	if s.holdsRunning(req.HotelID, idem.Key) > own {
 		return berth.Response{}, false, nil
 	}
 	resp, err := s.refusalReplay(ctx, req.HotelID, idem, refusal)
@@ -327,10 +338,32 @@ func (s *Store) inFlight(hotelID, key string) func() {
 	}
 }
 
-func (s *Store) holdRunning(hotelID, key string) bool {
+func (s *Store) holdRunning(hotelID, key string) bool { return s.holdsRunning(hotelID, key) > 0 }
+
+// holdsRunning counts the holds with key running in this process.
+func (s *Store) holdsRunning(hotelID, key string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.inflight[hotelID+"\x00"+key] > 0
+	return s.inflight[hotelID+"\x00"+key]
+}
+
+// learnSoldOutByWin teaches the sold-out cache the nights a winning hold
+// left without a room (left: what its take left of each night), as a
+// refusal would have: the holds of the room type queued behind the win
+// (hold_batch.go) and those arriving after it are refused without a
+// transaction, instead of each batch of them finding out in the database
+// first. gen is the hotel's generation when the hold began, so a freeing
+// commit that returned meanwhile is never undone.
+func (s *Store) learnSoldOutByWin(req reservation.HoldRequest, left []reservation.NightCount, gen uint64) {
+	var full []string
+	for _, n := range left {
+		if n.Available <= 0 {
+			full = append(full, n.Night)
+		}
+	}
+	if len(full) > 0 {
+		s.soldOut.Learn(req.HotelID, req.RoomTypeID, full, 1, gen)
+	}
 }
 
 // replay answers a hold whose key was claimed already with the stored answer.

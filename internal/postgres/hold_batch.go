@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -190,10 +191,14 @@ func (s *Store) runBatch(calls []*holdCall) {
 			}
 		}
 	}()
+	pending := s.refuseQueued(calls)
+	if len(pending) == 0 {
+		return
+	}
 	var batch, alone []*holdCall
 	keys := map[string]bool{}
 	guests := map[string]bool{}
-	for _, c := range calls {
+	for _, c := range pending {
 		switch {
 		case c.idem != nil && (keys[c.idem.Key] || c.idem.Webhook):
 			alone = append(alone, c) // a duplicate: it replays after the batch
@@ -211,7 +216,7 @@ func (s *Store) runBatch(calls []*holdCall) {
 	}
 	// The batch's transaction is every call's: none's cancellation may
 	// abort it (statement_timeout and lock_timeout still bound it).
-	ctx := context.WithoutCancel(calls[0].ctx)
+	ctx := context.WithoutCancel(pending[0].ctx)
 	for len(batch) > 1 {
 		out, err := s.holdBatch(ctx, batch)
 		var redo *batchRedo
@@ -328,6 +333,53 @@ func (s *Store) holdBatch(ctx context.Context, calls []*holdCall) (batchOutcome,
 		}
 	}
 	return out, nil
+}
+
+// refuseQueued answers the queued holds the sold-out cache now refuses —
+// the transaction they waited for sold their nights out, or refused a
+// batch-mate for them — as a hold arriving now would be answered
+// (refuseShort: its key still read, the reads of them all together,
+// key_reads.go), and returns the others in order. Without it a flash
+// sale's first losers, queued behind the winner before anything was known,
+// each went through a batch transaction to learn what the cache knew.
+func (s *Store) refuseQueued(calls []*holdCall) []*holdCall {
+	if s.soldOut == nil {
+		return calls
+	}
+	refused := make([]bool, len(calls))
+	var wg sync.WaitGroup
+	for i, c := range calls {
+		short := s.soldOut.Refuses(c.req.HotelID, c.req.RoomTypeID, nightsOf(c.req.Stay), c.req.Quantity)
+		if len(short) == 0 {
+			continue
+		}
+		own := 0
+		if c.idem != nil {
+			own = 1 // Hold counted this call among the running holds of its key
+		}
+		wg.Go(func() {
+			defer func() {
+				// As in runBatch: every call is finished, also on a panic.
+				if p := recover(); p != nil && !refused[i] {
+					refused[i] = true
+					c.finish(berth.Response{}, fmt.Errorf("hold: panic: %v", p))
+				}
+			}()
+			resp, ok, err := s.refuseShort(c.ctx, c.req, c.idem, short, own)
+			if ok {
+				refused[i] = true
+				c.finish(resp, err)
+			}
+		})
+	}
+	wg.Wait()
+	pending := make([]*holdCall, 0, len(calls))
+	for i, c := range calls {
+		if !refused[i] {
+			pending = append(pending, c)
+		}
+	}
+	return pending
 }
 
 // batchNight is what a batch read of a night: what is left, its version.

@@ -99,9 +99,9 @@ func TestFreedRoomsAreBookableDespiteTheSoldOutCache(t *testing.T) {
 		}
 	}
 
-	// Sold out: the first loser asks the database (its answer is stored
-	// with its key), the next ones are answered from the cache (nothing
-	// stored) — in both processes.
+	// Sold out: a knows it from its own last win, b from its first loser,
+	// which asks the database (its answer is stored with its key); the
+	// next ones are answered from the cache (nothing stored).
 	ids := sellOut(a)
 	before := storedSoldOut()
 	for range 20 {
@@ -112,8 +112,8 @@ func TestFreedRoomsAreBookableDespiteTheSoldOutCache(t *testing.T) {
 			t.Fatalf("a loser got %d", status)
 		}
 	}
-	if got := storedSoldOut() - before; got != 2 {
-		t.Fatalf("%d of 40 refusals went to the database, want 2 (one per process): the cache is not answering", got)
+	if got := storedSoldOut() - before; got != 1 {
+		t.Fatalf("%d of 40 refusals went to the database, want 1 (b's first): the cache is not answering", got)
 	}
 	// A replay of a key the database answered is the stored answer, even
 	// when the cache would refuse.
@@ -259,6 +259,65 @@ func TestCachedRefusalsReadTheirKeysTogether(t *testing.T) {
 	}
 	if got := countKeys(); got != stored {
 		t.Errorf("%d keys stored by refusals from the cache, want none", got-stored)
+	}
+	env.AssertInventory()
+}
+
+// A flash sale's first losers — queued behind the winning transaction
+// (batching on) before anything was known — are refused from what the win
+// taught the cache, not each by a batch transaction: exactly one winner,
+// every other hold 409 sold_out, no refusal stored with its key (only the
+// database's refusals are), no batch transaction run.
+func TestQueuedLosersAreRefusedByTheWin(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := bookingtest.Start(t, bookingtest.Options{Region: "us-east"})
+	h := env.SeedHotel("", 1, 0, bookingtest.Date(1), bookingtest.Date(5))
+	s := postgres.NewStore(env.DB, "us-east", 10*time.Minute)
+	s.UseSoldOutCache(soldout.New(time.Minute, time.Now))
+	s.SetHoldBatch(postgres.DefaultHoldBatch)
+	in, _ := reservation.ParseDate(bookingtest.Date(2))
+	stay := reservation.Stay{CheckIn: in, CheckOut: in.AddDays(2)}
+	const clients = 60
+	var (
+		wg      sync.WaitGroup
+		start   = make(chan struct{})
+		results = make(chan berth.Response, clients)
+	)
+	for range clients {
+		wg.Go(func() {
+			<-start
+			resp, err := s.Hold(ctx, reservation.HoldRequest{ReservationID: uuid.NewString(), HotelID: h.ID, RoomTypeID: h.RoomTypeID,
+				GuestID: "g-" + uuid.NewString(), Stay: stay, Quantity: 1}, &berth.Idem{Key: uuid.NewString(), Hash: "h", Render: renderAnswer})
+			if err != nil {
+				t.Errorf("hold: %v", err)
+			}
+			results <- resp
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(results)
+	won := 0
+	for r := range results {
+		switch {
+		case r.Status == http.StatusCreated:
+			won++
+		case r.Status != http.StatusConflict || string(r.Body) != string(berth.CodeSoldOut):
+			t.Errorf("a loser: %d %s, want 409 sold_out", r.Status, r.Body)
+		}
+	}
+	if won != 1 {
+		t.Errorf("%d winners for 1 room", won)
+	}
+	var stored409 int
+	if err := dbtest.SQL(env.DB).QueryRow(ctx, `SELECT count(*) FROM idempotency_keys WHERE partition_id = $1 AND response_status = 409`,
+		h.ID).Scan(&stored409); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.HoldBatchStats(); stored409 != 0 || st.Batches != 0 {
+		t.Errorf("%d refusals stored by the database, %d batch transactions (%d holds batched, %d alone); want none: the win told the cache",
+			stored409, st.Batches, st.Batched, st.Alone)
 	}
 	env.AssertInventory()
 }
