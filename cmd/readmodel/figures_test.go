@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"slices"
@@ -63,6 +64,7 @@ func TestEventFigures(t *testing.T) {
 		mu   sync.Mutex
 		lags []time.Duration
 	)
+	drainStart := time.Now()
 	s.startReadModel(func(c *serveConfig) {
 		c.Workers = envInt("BERTH_FIGURES_WORKERS", 32)
 		c.Projector = func(st *postgres.ReadModel, log *slog.Logger) *readmodel.Projector {
@@ -80,6 +82,9 @@ func TestEventFigures(t *testing.T) {
 		_ = dbtest.SQL(s.db).QueryRow(context.Background(), `SELECT count(*) FROM rm_processed_events WHERE consumer = 'readmodel'`).Scan(&n)
 		return n >= unsent
 	})
+	drained := time.Since(drainStart)
+	t.Logf("projection throughput: the backlog's %d events projected in %s from the read model's start = %.0f events/s",
+		unsent, drained.Round(time.Millisecond), float64(unsent)/drained.Seconds())
 	mu.Lock()
 	lags = lags[:0]
 	mu.Unlock()
@@ -100,7 +105,9 @@ func TestEventFigures(t *testing.T) {
 }
 
 // book makes n holds spread over the regions' hotels, paced at rate per
-// second (0: as fast as possible), and returns how many it made.
+// second (0: as fast as possible), and returns how many it made. Each hold
+// has a guest of its own: the per-guest hold limit (5 live holds in a hotel
+// by default) refused the figures' rates when 26 guests made them all.
 func book(t *testing.T, s *stack, hotels map[string][]bookingtest.Hotel, n, rate int) int {
 	t.Helper()
 	var (
@@ -113,7 +120,7 @@ func book(t *testing.T, s *stack, hotels map[string][]bookingtest.Hotel, n, rate
 			for i := range next {
 				r := berth.Regions()[i%3]
 				hs := hotels[r]
-				hold(t, s.regions[r], hs[(i/3)%len(hs)], "fig-guest-"+string(rune('a'+i%26)), 1+(i/12)%50)
+				hold(t, s.regions[r], hs[(i/3)%len(hs)], fmt.Sprintf("fig-guest-%d", i), 1+(i/12)%50)
 				made.Add(1)
 			}
 		})
