@@ -170,6 +170,9 @@ func run(ctx context.Context, cfg serveConfig, stdout io.Writer, ready chan<- st
 	if cfg.Projector != nil {
 		proj = cfg.Projector(store, log)
 	}
+	if err := observeRounds(tel, proj); err != nil {
+		return err
+	}
 	lag := newLagProbe(js, proj)
 	api := readmodel.NewServer(readmodel.ServerConfig{
 		Store: store, Tokens: tokens, CursorKey: cursorKey(cfg.TokenSecret), Log: log,

@@ -39,6 +39,11 @@ func TestTelemetry(t *testing.T) {
 		text = string(b)
 		return strings.Contains(text, `berth_consumer_lag{consumer="readmodel"}`)
 	})
+	for _, want := range []string{"berth_readmodel_rounds_total", "berth_readmodel_round_events_total", "berth_readmodel_rounds_failed_total"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
 	if want := `http_server_request_duration_seconds_count{http_request_method="GET",http_response_status_code="200",http_route="/v1/guests/{guest_id}/reservations"}`; !strings.Contains(text, want) {
 		t.Errorf("/metrics lacks %s:\n%s", want, text)
 	}

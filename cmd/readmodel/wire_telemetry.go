@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/berthhq/berth/internal/readmodel"
 	"github.com/berthhq/berth/internal/telemetry"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/metric"
 )
 
 // instrument serves /metrics and wraps the partner API in the telemetry
@@ -52,6 +55,32 @@ func recordConsumerLag(ctx context.Context, tel *telemetry.Telemetry, js jetstre
 		case <-time.After(wait):
 		}
 	}
+}
+
+// observeRounds reports the projection's rounds on every scrape
+// (docs/adr/0021-read-model-rounds.md): rounds of several events run, the
+// events they carried, and the rounds that failed (their events then
+// applied alone). Events per round is
+// rate(berth_readmodel_round_events_total) / rate(berth_readmodel_rounds_total).
+func observeRounds(tel *telemetry.Telemetry, proj *readmodel.Projector) error {
+	m := tel.MeterProvider().Meter("github.com/berthhq/berth/cmd/readmodel")
+	rounds, err1 := m.Int64ObservableCounter("berth.readmodel.rounds", metric.WithUnit("{statement}"),
+		metric.WithDescription("Rounds of several events applied in one statement by the projection."))
+	carried, err2 := m.Int64ObservableCounter("berth.readmodel.round_events", metric.WithUnit("{event}"),
+		metric.WithDescription("Events carried by the projection's rounds of several events."))
+	failed, err3 := m.Int64ObservableCounter("berth.readmodel.rounds_failed", metric.WithUnit("{statement}"),
+		metric.WithDescription("Rounds whose statement failed; their events were then applied alone."))
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return fmt.Errorf("round instruments: %w", err)
+	}
+	_, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		r, e, f := proj.Rounds()
+		o.ObserveInt64(rounds, r)
+		o.ObserveInt64(carried, e)
+		o.ObserveInt64(failed, f)
+		return nil
+	}, rounds, carried, failed)
+	return err
 }
 
 // flushWithin flushes pending spans, giving up after d.
