@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strconv"
+	"sync/atomic"
 )
 
 // A prepaid hold's answer is the stored answer of the hold (the JSON the
@@ -20,6 +21,10 @@ import (
 // only the shape that re-encoding leaves unchanged (compact,
 // lower-case names, nothing to escape) and the callers fall back to
 // encoding/json for anything else. FuzzPaymentSplice ties the two together.
+
+// maxMembers bounds the members objectMembers reads (sortedOrder indexes
+// them with a byte); the answers have about twenty.
+const maxMembers = 200
 
 // member is one member of a JSON object: its name and its raw value.
 type member struct {
@@ -75,6 +80,9 @@ func objectMembers(b []byte, into []member) (members []member, ok bool) {
 		}
 		end, ok := skipValue(b, j+2)
 		if !ok {
+			return nil, false
+		}
+		if len(members) == maxMembers {
 			return nil, false
 		}
 		members = append(members, member{name: name, value: b[j+2 : end]})
@@ -265,23 +273,53 @@ func plainInt(members []member, name string) (*int64, bool) {
 // need no compacting or escaping.
 func withMember(members []member, name string, value []byte) []byte {
 	members = append(members, member{name: []byte(name), value: value})
-	slices.SortFunc(members, func(a, b member) int { return bytes.Compare(a.name, b.name) })
+	order := sortedOrder(members)
 	n := 2
 	for _, m := range members {
 		n += len(m.name) + len(m.value) + 4
 	}
 	out := make([]byte, 0, n)
 	out = append(out, '{')
-	for i, m := range members {
+	for i, k := range order {
 		if i > 0 {
 			out = append(out, ',')
 		}
+		m := members[k]
 		out = append(out, '"')
 		out = append(out, m.name...)
 		out = append(out, '"', ':')
 		out = append(out, m.value...)
 	}
 	return append(out, '}')
+}
+
+// lastOrder is the order sortedOrder found last. Answers of one kind have
+// the same members in the same order, so it is nearly always the order of
+// the next answer too, which takes one pass to confirm instead of a sort.
+var lastOrder atomic.Pointer[[]uint8]
+
+// sortedOrder returns the indexes of members in ascending order of name
+// (names are distinct: objectMembers refuses a name given twice).
+func sortedOrder(members []member) []uint8 {
+	if p := lastOrder.Load(); p != nil && len(*p) == len(members) && ascending(members, *p) {
+		return *p
+	}
+	order := make([]uint8, len(members))
+	for i := range order {
+		order[i] = uint8(i)
+	}
+	slices.SortFunc(order, func(a, b uint8) int { return bytes.Compare(members[a].name, members[b].name) })
+	lastOrder.Store(&order)
+	return order
+}
+
+func ascending(members []member, order []uint8) bool {
+	for i := 1; i < len(order); i++ {
+		if bytes.Compare(members[order[i-1]].name, members[order[i]].name) >= 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // appendJSONString appends s as encoding/json encodes a string: the plain

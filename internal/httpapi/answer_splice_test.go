@@ -5,9 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -89,13 +93,18 @@ func spliceBoth(kind berth.Kind, body []byte, fail bool) (fast, slow berth.Respo
 // byte-identical to the encoding/json way, which is what replays of holds
 // answered before it must match.
 func TestPaymentSpliceIsTheJSONAnswer(t *testing.T) {
-	for name, body := range heldAnswers(t) {
+	// Twice over, in map order: the member order remembered from one shape
+	// of answer must not leak into another's.
+	answers := heldAnswers(t)
+	for i, name := range append(slices.Collect(maps.Keys(answers)), slices.Collect(maps.Keys(answers))...) {
+		body := answers[name]
+		name := fmt.Sprintf("%s/%d", name, i)
 		t.Run(name, func(t *testing.T) {
 			if _, ok := objectMembers(body, nil); !ok {
 				t.Fatalf("the store's answer does not take the fast way: %s", body)
 			}
 			kind := berth.KindHotel
-			if name == "clinic" {
+			if strings.HasPrefix(name, "clinic/") {
 				kind = berth.KindClinic
 			}
 			fast, slow, fastErr, slowErr, fastCalls, slowCalls := spliceBoth(kind, body, false)
@@ -105,7 +114,8 @@ func TestPaymentSpliceIsTheJSONAnswer(t *testing.T) {
 			if !bytes.Equal(fast.Body, slow.Body) || fastCalls != slowCalls {
 				t.Fatalf("fast and JSON answers differ:\n%s\n%s", fast.Body, slow.Body)
 			}
-			wantIntent := name == "hotel" || name == "hotel with contact" || name == "clinic"
+			base, _, _ := strings.Cut(name, "/")
+			wantIntent := base == "hotel" || base == "hotel with contact" || base == "clinic"
 			if got := bytes.Contains(fast.Body, []byte(`"payment":{"intent_id":"pi_`)); got != wantIntent || (fastCalls == 1) != wantIntent {
 				t.Fatalf("payment member present %v, intents %d; want %v:\n%s", got, fastCalls, wantIntent, fast.Body)
 			}

@@ -429,6 +429,12 @@ func render(okStatus int) func(any, error) (int, []byte) {
 		if err != nil {
 			return Problem(err)
 		}
+		if res, ok := v.(reservation.Reservation); ok {
+			// A hold's answer, by hand (hold_json.go), json.Marshal's bytes.
+			if body, ok := appendReservation(make([]byte, 0, 640), res); ok {
+				return okStatus, body
+			}
+		}
 		body, err := json.Marshal(v)
 		if err != nil {
 			return Problem(fmt.Errorf("encode the answer: %w", err))
