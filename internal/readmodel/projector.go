@@ -223,8 +223,9 @@ func (p *Projector) run(round []*waiter) {
 	for i, w := range round {
 		changes[i] = w.change
 	}
-	// The round runs under its first caller's context (so under its trace),
-	// but outlives that caller's cancellation: the others wait for it.
+	// The round runs under the context of one of its callers (the first in
+	// key order; so its database span is in that event's trace), without
+	// that caller's cancellation: the others wait for it too.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(round[0].ctx), roundTimeout)
 	var (
 		applied []view.Applied
