@@ -17,7 +17,7 @@ import (
 // before the partition's first claimed event or between two of them) or one
 // the partition's former home region has not published yet (a moved
 // partition's events keep the region that wrote them), so the check counts
-// by partition, not by region (outbox_unsent_partition_idx): the unsent
+// by partition, not by region (outbox_unsent_by_partition_idx): the unsent
 // events of the partition up to its last claimed one must be exactly the
 // claimed ones. SKIP LOCKED lets several relay replicas of one region share
 // the work; the claimed rows stay locked until the claiming transaction
