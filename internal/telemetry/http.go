@@ -67,7 +67,7 @@ func (t *Telemetry) Transport(base http.RoundTripper) http.RoundTripper {
 }
 
 // HopTransport wraps base for a proxy's upstream hop, whose server side
-// Middleware already measures: one layer of instrumentation per request,
+// ProxyMiddleware already measures: one layer of instrumentation per request,
 // not two. The trace context always travels on (W3C traceparent), so the
 // upstream's spans and logs join the caller's trace; a client span is
 // recorded only when the request's trace is sampled (otherwise nobody would
