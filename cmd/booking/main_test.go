@@ -63,8 +63,13 @@ func startService(t *testing.T) *service {
 
 // serviceOptions adjust startServiceWith; zero values are startService's.
 type serviceOptions struct {
-	natsURL string                      // BERTH_NATS_URL: the outbox relay runs
-	spans   *tracetest.InMemoryExporter // where the service's spans go (a new exporter)
+	natsURL  string // BERTH_NATS_URL: the outbox relay runs
+	redisURL string // BERTH_REDIS_URL: the regional read cache
+	// db and dbURL, when set, are the database to use instead of a fresh
+	// one (a second service, or the same service started again).
+	db    *postgres.DB
+	dbURL string
+	spans *tracetest.InMemoryExporter // where the service's spans go (a new exporter)
 }
 
 func startServiceWith(t *testing.T, opts serviceOptions) *service {
@@ -77,7 +82,13 @@ func startServiceWith(t *testing.T, opts serviceOptions) *service {
 	if opts.natsURL != "" {
 		t.Setenv("BERTH_NATS_URL", opts.natsURL)
 	}
-	db, url := dbtest.New(t, postgres.Options{})
+	if opts.redisURL != "" {
+		t.Setenv("BERTH_REDIS_URL", opts.redisURL)
+	}
+	db, url := opts.db, opts.dbURL
+	if db == nil {
+		db, url = dbtest.New(t, postgres.Options{})
+	}
 	spans := opts.spans
 	if spans == nil {
 		spans = tracetest.NewInMemoryExporter()

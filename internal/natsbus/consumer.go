@@ -137,13 +137,14 @@ func Consume(ctx context.Context, js jetstream.JetStream, cfg ConsumerConfig, h 
 	fails := &failureCounts{max: maxFailureCounts}
 	work := make(chan jetstream.Msg)
 	var wg sync.WaitGroup
+	// A message in flight is finished even when ctx ends (its effect and
+	// its ack belong together), but never for longer than HandleTimeout: a
+	// stuck handler cannot hold up a stop.
+	base := context.WithoutCancel(ctx)
 	for range cfg.Workers {
 		wg.Go(func() {
 			for msg := range work {
-				// A message in flight is finished even when ctx ends (its
-				// effect and its ack belong together), but never for longer
-				// than HandleTimeout: a stuck handler cannot hold up a stop.
-				hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.HandleTimeout)
+				hctx, cancel := context.WithTimeout(base, cfg.HandleTimeout)
 				handle(hctx, js, cfg, log, tr, h, msg, fails)
 				cancel()
 			}
