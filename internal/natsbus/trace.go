@@ -81,7 +81,14 @@ func startConsume(ctx context.Context, tr trace.Tracer, durable string, headers 
 	}
 	typ := m.Event.Type
 	if typ == "" {
-		typ = m.Subject // an undecodable message, or a consumer that reads only subjects
+		// A consumer that reads only subjects (SubjectOnly) names the span
+		// like the others, by the event type in the subject; an unroutable
+		// message by its subject.
+		if _, _, t, err := ParseSubject(m.Subject); err == nil {
+			typ = t
+		} else {
+			typ = m.Subject
+		}
 	}
 	ctx, span := tr.Start(parent, "consume "+typ, consumer)
 	if span.IsRecording() {
@@ -92,8 +99,12 @@ func startConsume(ctx context.Context, tr trace.Tracer, durable string, headers 
 			semconv.MessagingDestinationName(m.Subject),
 			semconv.MessagingConsumerGroupName(durable),
 		)
-		if m.Event.ID != "" {
-			span.SetAttributes(semconv.MessagingMessageID(m.Event.ID))
+		id := m.Event.ID
+		if id == "" {
+			id = telemetry.HeaderCarrier(headers).Get("Ce-Id") // the relay's copy of the event id
+		}
+		if id != "" {
+			span.SetAttributes(semconv.MessagingMessageID(id))
 		}
 	}
 	return ctx, span
