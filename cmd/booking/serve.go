@@ -27,6 +27,8 @@ import (
 
 // serveConfig is every setting of `booking serve`.
 type serveConfig struct {
+	// GCPercent is the collector's target in force (config.ServiceGC), logged at start.
+	GCPercent   int
 	Region      string
 	Addr        string
 	DatabaseURL string
@@ -185,13 +187,15 @@ BERTH_LOCK_TIMEOUT (2s), BERTH_STATEMENT_TIMEOUT (5s), BERTH_IDLE_IN_TX_TIMEOUT 
 BERTH_CLINIC_NO_SHOW_GRACE (30m: after a slot's end, a confirmed patient who has not arrived is a no-show),
 BERTH_DB_MAX_CONNS (32), BERTH_SHUTDOWN_TIMEOUT (20s), BERTH_LOG_FORMAT (json|text),
 BERTH_GUEST_MAX_HOLDS (5: live holds per guest per hotel or clinic),
-BERTH_GUEST_MAX_QUANTITY (50: rooms held, or live appointments, per guest per partition).`,
+BERTH_GUEST_MAX_QUANTITY (50: rooms held, or live appointments, per guest per partition).
+GOGC (400 unless set: the collector's target; bound the heap with GOMEMLIMIT).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := loadServeConfig(cmd)
 			if err != nil {
 				return err
 			}
+			cfg.GCPercent = config.ServiceGC()
 			return run(cmd.Context(), cfg, cmd.OutOrStdout(), nil)
 		},
 	}
@@ -273,7 +277,7 @@ func run(ctx context.Context, cfg serveConfig, stdout io.Writer, ready chan<- st
 	jobsDone := startJobs(jobs, store, cfg, log, w.jobs, w.runners)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	log.Info("listening", "addr", ln.Addr().String())
+	log.Info("listening", "addr", ln.Addr().String(), "gc_percent", cfg.GCPercent)
 	if ready != nil {
 		ready <- ln.Addr().String()
 	}

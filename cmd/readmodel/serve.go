@@ -28,6 +28,8 @@ import (
 
 // serveConfig is every setting of `readmodel serve`.
 type serveConfig struct {
+	// GCPercent is the collector's target in force (config.ServiceGC), logged at start.
+	GCPercent       int
 	Addr            string
 	DatabaseURL     string
 	NATSURL         string
@@ -120,13 +122,15 @@ BERTH_NOTIFY_WEBHOOK_URL, BERTH_NOTIFY_WEBHOOK_SECRET, BERTH_REMINDER_INTERVAL (
 SMS through Twilio (when BERTH_TWILIO_ACCOUNT_SID is set): BERTH_TWILIO_AUTH_TOKEN or BERTH_TWILIO_API_KEY_SID with
 BERTH_TWILIO_API_KEY_SECRET, BERTH_TWILIO_FROM or BERTH_TWILIO_MESSAGING_SERVICE_SID, BERTH_TWILIO_BASE_URL (Twilio's),
 push through Firebase Cloud Messaging (when BERTH_FCM_PROJECT_ID is set): BERTH_FCM_CREDENTIALS_JSON (a service
-account key; without it Google's default credentials, GOOGLE_APPLICATION_CREDENTIALS), BERTH_FCM_BASE_URL (FCM's).`,
+account key; without it Google's default credentials, GOOGLE_APPLICATION_CREDENTIALS), BERTH_FCM_BASE_URL (FCM's).
+GOGC (400 unless set: the collector's target; bound the heap with GOMEMLIMIT).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := loadServeConfig(cmd)
 			if err != nil {
 				return err
 			}
+			cfg.GCPercent = config.ServiceGC()
 			return run(cmd.Context(), cfg, cmd.OutOrStdout(), nil)
 		},
 	}
@@ -230,7 +234,7 @@ func run(ctx context.Context, cfg serveConfig, stdout io.Writer, ready chan<- st
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	log.Info("listening", "addr", ln.Addr().String())
+	log.Info("listening", "addr", ln.Addr().String(), "gc_percent", cfg.GCPercent)
 	if ready != nil {
 		ready <- ln.Addr().String()
 	}

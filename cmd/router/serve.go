@@ -25,6 +25,8 @@ import (
 
 // serveConfig is every setting of `router serve`.
 type serveConfig struct {
+	// GCPercent is the collector's target in force (config.ServiceGC), logged at start.
+	GCPercent        int
 	Region           string
 	Addr             string
 	BookingURLs      map[string]string
@@ -133,13 +135,15 @@ BERTH_RATE_LIMITS (e.g. hotel_writes=200/s:400,client_reads=100/s,guest_holds=5/
 BERTH_WAITING_ROOMS (JSON or @file), BERTH_WAITING_ROOM_KEYS, BERTH_TOKEN_SECRET
 (required with waiting rooms), BERTH_TOKEN_MAX_TTL (24h), BERTH_TRUSTED_PROXIES
 (CIDRs of the proxies in front of the router: only their X-Forwarded-For is
-believed; unset, the peer address is the client).`,
+believed; unset, the peer address is the client).
+GOGC (400 unless set: the collector's target; bound the heap with GOMEMLIMIT).`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := loadServeConfig(cmd)
 			if err != nil {
 				return err
 			}
+			cfg.GCPercent = config.ServiceGC()
 			return run(ctxOrBackground(cmd.Context()), cfg, cmd.OutOrStdout(), nil)
 		},
 	}
@@ -252,7 +256,7 @@ func run(ctx context.Context, cfg serveConfig, stdout io.Writer, ready chan<- st
 	defer func() { stopBg(); <-refresherDone; <-movesDone }()
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	log.Info("listening", "addr", ln.Addr().String(), "bookings", cfg.BookingURLs, "readmodel", cfg.ReadModelURL)
+	log.Info("listening", "addr", ln.Addr().String(), "gc_percent", cfg.GCPercent, "bookings", cfg.BookingURLs, "readmodel", cfg.ReadModelURL)
 	if ready != nil {
 		ready <- ln.Addr().String()
 	}
