@@ -236,6 +236,25 @@ func TestRoundsApplyEveryEventOnceInEffect(t *testing.T) {
 // round-mates are applied, it alone is retried up to the limit and
 // dead-lettered.
 func TestPoisonEventFailsAloneNotItsRound(t *testing.T) {
+	// Whether the poison event lands in a round of several depends on how
+	// the deliveries interleave with the statements; on a loaded machine it
+	// may come alone. Such an attempt tests nothing about rounds (it still
+	// checks the dead letter and the good events), so it is run again, on a
+	// fresh stack, up to three times.
+	for attempt := 1; ; attempt++ {
+		var shared bool
+		t.Run(fmt.Sprintf("attempt_%d", attempt), func(t *testing.T) { shared = poisonRound(t) })
+		if shared || t.Failed() {
+			return
+		}
+		if attempt == 3 {
+			t.Fatal("in three attempts the poison event never shared a round: the test did not test a failing round")
+		}
+		t.Logf("attempt %d: the poison event came alone; again", attempt)
+	}
+}
+
+func poisonRound(t *testing.T) (shared bool) {
 	r := newRoundStack(t)
 	var poisoned []string
 	dlq := make(chan *nats.Msg, 4)
@@ -272,14 +291,12 @@ func TestPoisonEventFailsAloneNotItsRound(t *testing.T) {
 	}
 	rounds, carried, failed := r.proj.Rounds()
 	t.Logf("%d good events and %v: %d rounds of several carried %d, %d failed", len(evs), poisoned, rounds, carried, failed)
-	if failed == 0 {
-		t.Error("the poison event never shared a round: the test did not test a failing round")
-	}
 	select {
 	case m := <-dlq:
 		t.Errorf("a second dead letter: %s", m.Data)
 	default:
 	}
+	return failed > 0
 }
 
 // The database goes away in the middle of a stream of events (every
