@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/berthhq/berth/internal/berth"
+	"github.com/berthhq/berth/internal/jsonscan"
 )
 
 // Every request to a protected route verifies its token, and in a sale
@@ -140,7 +141,7 @@ func readClaims(payload []byte) (c fastClaims, ok bool) {
 		return c, i == len(b)-1
 	}
 	for {
-		name, next, ok := plainString(b, i)
+		name, next, ok := jsonscan.String(b, i)
 		if !ok || next >= len(b) || b[next] != ':' {
 			return c, false
 		}
@@ -149,23 +150,23 @@ func readClaims(payload []byte) (c fastClaims, ok bool) {
 		switch name {
 		case "sub":
 			slot = 0
-			c.sub, i, ok = plainString(b, i)
+			c.sub, i, ok = jsonscan.String(b, i)
 		case "role":
 			slot = 1
 			var role string
-			role, i, ok = plainString(b, i)
+			role, i, ok = jsonscan.String(b, i)
 			c.role = berth.Role(role)
 		case "exp":
 			slot = 2
-			c.exp, i, ok = plainInt(b, i)
+			c.exp, i, ok = jsonscan.Int(b, i, 12)
 			c.hasExp = true
 		case "iat":
 			slot = 3
-			c.iat, i, ok = plainInt(b, i)
+			c.iat, i, ok = jsonscan.Int(b, i, 12)
 			c.hasIat = true
 		case "nbf":
 			slot = 4
-			c.nbf, i, ok = plainInt(b, i)
+			c.nbf, i, ok = jsonscan.Int(b, i, 12)
 			c.hasNbf = true
 		case "partitions":
 			slot = 5
@@ -186,36 +187,6 @@ func readClaims(payload []byte) (c fastClaims, ok bool) {
 	}
 }
 
-// plainString reads the JSON string at b[i:] when it is printable ASCII
-// without escapes; next is the index after it.
-func plainString(b string, i int) (s string, next int, ok bool) {
-	if i >= len(b) || b[i] != '"' {
-		return "", i, false
-	}
-	for j := i + 1; j < len(b); j++ {
-		switch c := b[j]; {
-		case c == '"':
-			return b[i+1 : j], j + 1, true
-		case c < 0x20 || c > 0x7e || c == '\\':
-			return "", j, false
-		}
-	}
-	return "", len(b), false
-}
-
-// plainInt reads a non-negative JSON integer of 1 to 12 digits at b[i:].
-func plainInt(b string, i int) (n int64, next int, ok bool) {
-	j := i
-	for j < len(b) && b[j] >= '0' && b[j] <= '9' {
-		n = n*10 + int64(b[j]-'0')
-		j++
-	}
-	if j == i || j-i > 12 || (b[i] == '0' && j-i > 1) {
-		return 0, j, false
-	}
-	return n, j, true
-}
-
 // plainStrings reads a JSON array of plain strings at b[i:]; [] is an empty
 // slice, as encoding/json gives.
 func plainStrings(b string, i int) (out []string, next int, ok bool) {
@@ -229,7 +200,7 @@ func plainStrings(b string, i int) (out []string, next int, ok bool) {
 	}
 	for {
 		var s string
-		if s, i, ok = plainString(b, i); !ok || i >= len(b) {
+		if s, i, ok = jsonscan.String(b, i); !ok || i >= len(b) {
 			return nil, i, false
 		}
 		out = append(out, s)

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/berthhq/berth/internal/jsonscan"
 	"github.com/berthhq/berth/internal/reservation"
 )
 
@@ -37,7 +38,7 @@ func (req *holdRequest) readFast(b []byte) (ok bool) {
 		return skipSpace(body, i+1) == len(body)
 	}
 	for {
-		name, next, ok := asciiString(body, i)
+		name, next, ok := jsonscan.String(body, i)
 		if !ok {
 			return false
 		}
@@ -73,9 +74,11 @@ func (req *holdRequest) readFast(b []byte) (ok bool) {
 		}
 		seen[slot] = true
 		if dst != nil {
-			*dst, next, ok = asciiString(body, i)
+			*dst, next, ok = jsonscan.String(body, i)
 		} else {
-			req.Quantity, next, ok = smallInt(body, i)
+			var q int64
+			q, next, ok = jsonscan.Int(body, i, 9)
+			req.Quantity = int(q)
 		}
 		if !ok {
 			return false
@@ -99,37 +102,6 @@ func skipSpace(b string, i int) int {
 		i++
 	}
 	return i
-}
-
-// asciiString reads the JSON string at b[i:] when it is printable ASCII
-// without escapes (so nothing the edge's check of hostile bytes refuses);
-// next is the index after it.
-func asciiString(b string, i int) (s string, next int, ok bool) {
-	if i >= len(b) || b[i] != '"' {
-		return "", i, false
-	}
-	for j := i + 1; j < len(b); j++ {
-		switch c := b[j]; {
-		case c == '"':
-			return b[i+1 : j], j + 1, true
-		case c < 0x20 || c > 0x7e || c == '\\':
-			return "", j, false
-		}
-	}
-	return "", len(b), false
-}
-
-// smallInt reads a JSON integer of 1 to 9 digits, not negative, at b[i:].
-func smallInt(b string, i int) (n int, next int, ok bool) {
-	j := i
-	for j < len(b) && b[j] >= '0' && b[j] <= '9' {
-		n = n*10 + int(b[j]-'0')
-		j++
-	}
-	if j == i || j-i > 9 || (b[i] == '0' && j-i > 1) {
-		return 0, j, false
-	}
-	return n, j, true
 }
 
 // appendJSON appends req as json.Marshal(req) encodes it.

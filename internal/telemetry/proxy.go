@@ -92,7 +92,7 @@ func (p *proxyMiddleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if status == 0 {
 		status = http.StatusOK
 	}
-	p.duration.Record(r.Context(), time.Since(start).Seconds(), p.attrs(routeKey{r.Pattern, standardMethod(r.Method), status}))
+	p.duration.Record(r.Context(), time.Since(start).Seconds(), p.attrs(routeKey{r.Pattern, otelhttpMethod(r.Method), status}))
 }
 
 // attrs returns the cached attribute set of one series.
@@ -107,17 +107,6 @@ func (p *proxyMiddleware) attrs(k routeKey) metric.MeasurementOption {
 	}, p.region...)
 	o, _ := p.sets.LoadOrStore(k, metric.WithAttributeSet(attribute.NewSet(kv...)))
 	return o.(metric.MeasurementOption)
-}
-
-// standardMethod keeps a client's arbitrary method out of the labels, as
-// otelhttp does.
-func standardMethod(m string) string {
-	switch m {
-	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
-		http.MethodDelete, http.MethodConnect, http.MethodOptions, http.MethodTrace:
-		return m
-	}
-	return "_OTHER"
 }
 
 // statusRecorder remembers the status written.
