@@ -198,9 +198,27 @@ func (m *searchMix) query(kind string) url.Values {
 // typo makes one or two edits to w, within what the index forgives: it
 // allows one edit in a word of 3–5 letters and two in a longer one,
 // counted on the word as typed, so two edits only in words of eight
-// letters or more (two letters left out still leave six).
+// letters or more (two letters left out still leave six). The index
+// forgives per word, so a name of several words ("new york", "frankfurt
+// am main") gets its edits in its longest word, never across a space.
 func typo(w string) string {
-	r := []rune(strings.ToLower(w))
+	words := strings.Fields(strings.ToLower(w))
+	if len(words) == 0 {
+		return ""
+	}
+	longest := 0
+	for i, x := range words {
+		if len([]rune(x)) > len([]rune(words[longest])) {
+			longest = i
+		}
+	}
+	words[longest] = typoWord(words[longest])
+	return strings.Join(words, " ")
+}
+
+// typoWord makes one or two edits to the one word w (lower case).
+func typoWord(w string) string {
+	r := []rune(w)
 	if len(r) < 4 {
 		return string(r)
 	}
