@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/berthhq/berth/internal/berth"
+	"github.com/berthhq/berth/internal/telemetry"
 )
 
 // hopHeaders are connection-scoped and never forwarded (RFC 9110 7.6.1).
@@ -52,7 +53,7 @@ func removeHopHeaders(h http.Header) {
 //     dead home region was drained the retry goes to the new home.
 //     Otherwise — or when the retry fails too — 503 unavailable with
 //     Retry-After.
-func (rt *Router) forward(w *statusWriter, r *http.Request, body []byte, target *url.URL, home string, rte route) {
+func (rt *Router) forward(w *telemetry.StatusRecorder, r *http.Request, body []byte, target *url.URL, home string, rte route) {
 	var (
 		retried bool
 		moves   int // 421s followed for this request
@@ -226,7 +227,7 @@ func (b *cancelBody) Close() error {
 	return err
 }
 
-func (rt *Router) copyResponse(w *statusWriter, resp *http.Response, home string) {
+func (rt *Router) copyResponse(w *telemetry.StatusRecorder, resp *http.Response, home string) {
 	defer resp.Body.Close()
 	h := w.Header()
 	for k, v := range resp.Header {

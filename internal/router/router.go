@@ -26,6 +26,7 @@ import (
 	"github.com/berthhq/berth/internal/clientip"
 	"github.com/berthhq/berth/internal/httpapi"
 	"github.com/berthhq/berth/internal/placement"
+	"github.com/berthhq/berth/internal/telemetry"
 )
 
 // DefaultMaxBodyBytes bounds request bodies the router buffers.
@@ -182,12 +183,12 @@ func (rt *Router) WriteMetrics(w io.Writer) {
 // ServeHTTP routes one request.
 func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	sw := &statusWriter{ResponseWriter: w}
+	sw := &telemetry.StatusRecorder{ResponseWriter: w}
 	class := rt.serve(sw, r)
-	rt.metrics.observe(class, sw.status, time.Since(start))
+	rt.metrics.observe(class, sw.Status, time.Since(start))
 }
 
-func (rt *Router) serve(w *statusWriter, r *http.Request) string {
+func (rt *Router) serve(w *telemetry.StatusRecorder, r *http.Request) string {
 	path := r.URL.Path
 	switch path {
 	case "/healthz":
@@ -247,7 +248,7 @@ func (rt *Router) serve(w *statusWriter, r *http.Request) string {
 
 // toHome forwards a write to the partition's home region. An unknown
 // partition goes to the local booking service, which answers 404.
-func (rt *Router) toHome(w *statusWriter, r *http.Request, body []byte, rte route) {
+func (rt *Router) toHome(w *telemetry.StatusRecorder, r *http.Request, body []byte, rte route) {
 	target, home := rt.bookings[rt.cfg.Region], ""
 	if rte.kind != "" {
 		region, found, known, err := rt.resolve(r.Context(), rte.kind, rte.id)
@@ -321,7 +322,7 @@ func stripeWebhookPartition(body []byte) (berth.Kind, string) {
 
 // readBody buffers the request body, at most MaxBodyBytes (else 413), so a
 // write can be re-sent after a 421 or a connection error.
-func (rt *Router) readBody(w *statusWriter, r *http.Request) ([]byte, bool) {
+func (rt *Router) readBody(w *telemetry.StatusRecorder, r *http.Request) ([]byte, bool) {
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, true
 	}
@@ -375,26 +376,3 @@ func (rt *Router) readyz(w http.ResponseWriter, r *http.Request) {
 	}
 	httpapi.WriteJSON(w, http.StatusOK, map[string]string{"status": "ready", "region": rt.cfg.Region, "service": "router"})
 }
-
-// statusWriter remembers the status written, for metrics.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (s *statusWriter) WriteHeader(code int) {
-	if s.status == 0 {
-		s.status = code
-	}
-	s.ResponseWriter.WriteHeader(code)
-}
-
-func (s *statusWriter) Write(b []byte) (int, error) {
-	if s.status == 0 {
-		s.status = http.StatusOK
-	}
-	return s.ResponseWriter.Write(b)
-}
-
-// Unwrap lets http.ResponseController reach the real writer.
-func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }

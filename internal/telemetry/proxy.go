@@ -76,7 +76,7 @@ func (p *proxyMiddleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Pattern == "" {
 		r.Pattern = p.route(r)
 	}
-	sw := &statusRecorder{ResponseWriter: w}
+	sw := &StatusRecorder{ResponseWriter: w}
 	ctx := p.prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
 	if !p.t.rootsUnsampled || trace.SpanContextFromContext(ctx).IsSampled() {
 		p.traced.ServeHTTP(sw, r)
@@ -88,7 +88,7 @@ func (p *proxyMiddleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.next.ServeHTTP(sw, r.WithContext(ctx))
 		span.End()
 	}
-	status := sw.status
+	status := sw.Status
 	if status == 0 {
 		status = http.StatusOK
 	}
@@ -109,25 +109,26 @@ func (p *proxyMiddleware) attrs(k routeKey) metric.MeasurementOption {
 	return o.(metric.MeasurementOption)
 }
 
-// statusRecorder remembers the status written.
-type statusRecorder struct {
+// StatusRecorder remembers the status a handler writes (Status), for
+// metrics and logs.
+type StatusRecorder struct {
 	http.ResponseWriter
-	status int
+	Status int
 }
 
-func (s *statusRecorder) WriteHeader(code int) {
-	if s.status == 0 {
-		s.status = code
+func (s *StatusRecorder) WriteHeader(code int) {
+	if s.Status == 0 {
+		s.Status = code
 	}
 	s.ResponseWriter.WriteHeader(code)
 }
 
-func (s *statusRecorder) Write(b []byte) (int, error) {
-	if s.status == 0 {
-		s.status = http.StatusOK
+func (s *StatusRecorder) Write(b []byte) (int, error) {
+	if s.Status == 0 {
+		s.Status = http.StatusOK
 	}
 	return s.ResponseWriter.Write(b)
 }
 
 // Unwrap lets http.ResponseController reach the real writer.
-func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+func (s *StatusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
