@@ -21,12 +21,10 @@ type ReadModel struct {
 // NewReadModel returns the read model's store on db.
 func NewReadModel(db *DB) *ReadModel { return &ReadModel{db: db} }
 
-// upsertSQL writes an item unless the view already holds the same or a
-// newer version of it: an old event delivered late never wins.
-const upsertSQL = `
-INSERT INTO rm_reservations (kind, partition_id, id, guest_id, status, start_at, end_at, sort_at, title,
-    contact_email, contact_phone, version, updated_at, event_time, contact_push_token)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULLIF($10, ''), NULLIF($11, ''), $12, $13, $14, NULLIF($15, ''))
+// newerVersionWinsSQL ends every write of a view item: an item already
+// there is replaced only by a newer version of it (an old event delivered
+// late never wins), and a contact a newer version leaves out is kept.
+const newerVersionWinsSQL = `
 ON CONFLICT (kind, partition_id, id) DO UPDATE SET
     guest_id = excluded.guest_id, status = excluded.status, start_at = excluded.start_at,
     end_at = excluded.end_at, sort_at = excluded.sort_at, title = excluded.title,
@@ -35,6 +33,14 @@ ON CONFLICT (kind, partition_id, id) DO UPDATE SET
     contact_push_token = COALESCE(excluded.contact_push_token, rm_reservations.contact_push_token),
     version = excluded.version, updated_at = excluded.updated_at, event_time = excluded.event_time
 WHERE rm_reservations.version < excluded.version`
+
+// upsertSQL writes an item unless the view already holds the same or a
+// newer version of it: an old event delivered late never wins.
+const upsertSQL = `
+INSERT INTO rm_reservations (kind, partition_id, id, guest_id, status, start_at, end_at, sort_at, title,
+    contact_email, contact_phone, version, updated_at, event_time, contact_push_token)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULLIF($10, ''), NULLIF($11, ''), $12, $13, $14, NULLIF($15, ''))
+` + newerVersionWinsSQL
 
 func upsertArgs(it view.Item) []any {
 	return []any{it.Kind, it.PartitionID, it.ID, it.GuestID, it.Status, it.Start, it.End, it.SortAt, it.Title,
@@ -61,14 +67,7 @@ WITH mark AS (
     SELECT $3::TEXT, $4::TEXT, $5::TEXT, $6::TEXT, $7::TEXT, $8::TEXT, $9::TEXT, $10::TIMESTAMPTZ, $11::TEXT,
         NULLIF($12::TEXT, ''), NULLIF($13::TEXT, ''), $14::INT8, $15::TIMESTAMPTZ, $16::TIMESTAMPTZ, NULLIF($17::TEXT, '')
     FROM mark
-    ON CONFLICT (kind, partition_id, id) DO UPDATE SET
-        guest_id = excluded.guest_id, status = excluded.status, start_at = excluded.start_at,
-        end_at = excluded.end_at, sort_at = excluded.sort_at, title = excluded.title,
-        contact_email = COALESCE(excluded.contact_email, rm_reservations.contact_email),
-        contact_phone = COALESCE(excluded.contact_phone, rm_reservations.contact_phone),
-        contact_push_token = COALESCE(excluded.contact_push_token, rm_reservations.contact_push_token),
-        version = excluded.version, updated_at = excluded.updated_at, event_time = excluded.event_time
-    WHERE rm_reservations.version < excluded.version
+` + newerVersionWinsSQL + `
     RETURNING 1
 )
 SELECT (SELECT count(*) FROM mark), (SELECT count(*) FROM up)`
@@ -125,14 +124,7 @@ WITH ev AS (
         NULLIF(ev.contact_push_token, '')
     FROM ev JOIN mark ON mark.event_id = ev.event_id
     WHERE ev.kind <> ''
-    ON CONFLICT (kind, partition_id, id) DO UPDATE SET
-        guest_id = excluded.guest_id, status = excluded.status, start_at = excluded.start_at,
-        end_at = excluded.end_at, sort_at = excluded.sort_at, title = excluded.title,
-        contact_email = COALESCE(excluded.contact_email, rm_reservations.contact_email),
-        contact_phone = COALESCE(excluded.contact_phone, rm_reservations.contact_phone),
-        contact_push_token = COALESCE(excluded.contact_push_token, rm_reservations.contact_push_token),
-        version = excluded.version, updated_at = excluded.updated_at, event_time = excluded.event_time
-    WHERE rm_reservations.version < excluded.version
+` + newerVersionWinsSQL + `
     RETURNING kind, partition_id, id
 )
 SELECT ev.event_id, mark.event_id IS NOT NULL, up.id IS NOT NULL
