@@ -229,6 +229,14 @@ func Project(kind, typ string, msg []byte) (Event, error) {
 		}
 	}
 	if err != nil {
+		if found {
+			// The data did not read as the subject's shape, and the envelope
+			// could not be read far enough to say its own: the two-pass path
+			// decides, as it did before this one-pass read.
+			if env, derr := events.Decode(msg); derr == nil && (env.Kind != kind || env.Type != typ) {
+				return fromEnvelope(env)
+			}
+		}
 		return Event{}, err
 	}
 	e := Event{ID: h.ID, Type: h.Type, Time: h.Time}
@@ -239,6 +247,19 @@ func Project(kind, typ string, msg []byte) (Event, error) {
 		return Event{}, err
 	}
 	e.Item = &it
+	return e, nil
+}
+
+// fromEnvelope projects an event decoded whole (events.Decode).
+func fromEnvelope(env events.Envelope) (Event, error) {
+	it, ok, err := FromEvent(env)
+	if err != nil {
+		return Event{}, err
+	}
+	e := Event{ID: env.ID, Type: env.Type, Time: env.Time}
+	if ok {
+		e.Item = &it
+	}
 	return e, nil
 }
 
