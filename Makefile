@@ -54,7 +54,7 @@ check-in-morning: deps ## a check-in morning (arrivals, walks under 10 % overboo
 scenarios: deps ## loadtest scenarios through a whole platform of its own with CPU per request of every process (SCENARIOS="flash-sale --clients 1000 --rooms 1 --rate 2000; clinic-opening")
 	@bash deploy/local/scenarios.sh
 
-fuzz: deps ## run every fuzz target for FUZZTIME each (default 20s); CI runs each briefly
+fuzz: deps ## run every fuzz target for FUZZTIME each (a duration, default 20s, or a count such as 1000x); CI runs each 1000 inputs
 	@set -e; $(ENV); export BERTH_REQUIRE_DB=1; for f in $$(grep -rl --include='*_test.go' '^func Fuzz' cmd internal loadtest api schema 2>/dev/null | sort); do \
 	  pkg=./$$(dirname $$f); \
 	  for t in $$(grep -o '^func Fuzz[A-Za-z0-9_]*' $$f | cut -d' ' -f2); do \
