@@ -20,6 +20,7 @@ import (
 	"github.com/berthhq/berth/internal/cli"
 	"github.com/berthhq/berth/internal/dbtest"
 	"github.com/berthhq/berth/internal/postgres"
+	"github.com/berthhq/berth/internal/routerd"
 	"github.com/berthhq/berth/internal/telemetry"
 	"github.com/jackc/pgx/v5"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -29,7 +30,9 @@ import (
 // service is a booking service started by run, as `booking serve` does.
 type service struct {
 	*bookingtest.Env
-	addr   string
+	addr string
+	// router is the URL of the region's router in the process (route).
+	router string
 	spans  *tracetest.InMemoryExporter
 	logs   *syncBuffer
 	stop   context.CancelFunc // what SIGTERM does
@@ -70,6 +73,9 @@ type serviceOptions struct {
 	db    *postgres.DB
 	dbURL string
 	spans *tracetest.InMemoryExporter // where the service's spans go (a new exporter)
+	// route runs the region's router in the process (BERTH_ROUTE), its
+	// spans to spans as well.
+	route bool
 }
 
 func startServiceWith(t *testing.T, opts serviceOptions) *service {
@@ -103,6 +109,13 @@ func startServiceWith(t *testing.T, opts serviceOptions) *service {
 		GuestLimits: berth.DefaultGuestLimits,
 		telemetry:   []telemetry.Option{telemetry.WithSyncSpanExporter(spans), telemetry.WithoutGlobals()},
 	}
+	routeReady := make(chan string, 1)
+	if opts.route {
+		cfg.Route = &routerd.Config{Addr: "127.0.0.1:0", DatabaseURL: url, DirectoryRefresh: time.Minute,
+			FollowMovesFor: 10 * time.Second, MaxBodyBytes: 1 << 20, ShutdownTimeout: time.Minute, LogFormat: "json",
+			Telemetry: []telemetry.Option{telemetry.WithSyncSpanExporter(spans)}}
+		cfg.routeReady = routeReady
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &service{spans: spans, logs: &syncBuffer{}, stop: cancel, exited: make(chan error, 1)}
 	ready := make(chan string, 1)
@@ -111,6 +124,9 @@ func startServiceWith(t *testing.T, opts serviceOptions) *service {
 	case s.addr = <-ready:
 	case err := <-s.exited:
 		t.Fatalf("run: %v\n%s", err, s.logs)
+	}
+	if opts.route {
+		s.router = "http://" + <-routeReady
 	}
 	t.Cleanup(func() {
 		cancel()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/berthhq/berth/internal/paymentprovider"
 	"github.com/berthhq/berth/internal/postgres"
 	"github.com/berthhq/berth/internal/reservation"
+	"github.com/berthhq/berth/internal/routerd"
 	"github.com/berthhq/berth/internal/soldout"
 	"github.com/berthhq/berth/internal/telemetry"
 	"github.com/nats-io/nats.go/jetstream"
@@ -61,6 +63,13 @@ type serveConfig struct {
 	// telemetry adds options to telemetry.Setup (tests: an in-memory
 	// span exporter). Tracing itself is configured by OTEL_* variables.
 	telemetry []telemetry.Option
+	// Route, when set, runs this region's router in the process
+	// (BERTH_ROUTE, --route: the together layout, ADR 0022): it listens on
+	// its own address and serves this region's requests through the API's
+	// handler, without a socket.
+	Route *routerd.Config
+	// routeReady, when set, is sent the router's bound address (tests).
+	routeReady chan<- string
 }
 
 func loadServeConfig(cmd *cobra.Command) (serveConfig, error) {
@@ -118,6 +127,22 @@ func loadServeConfig(cmd *cobra.Command) (serveConfig, error) {
 	}
 	if !berth.ValidRegion(c.Region) {
 		errs.Add("BERTH_REGION (--region) = %q: want one of %v", c.Region, berth.Regions())
+	}
+	route, err := config.Bool("BERTH_ROUTE", false)
+	errs.Check(err)
+	if f := cmd.Flags(); f != nil && f.Changed("route") {
+		route, _ = f.GetBool("route")
+	}
+	if route {
+		// The router's own settings (BERTH_ROUTER_ADDR, BERTH_BOOKING_URLS,
+		// BERTH_READMODEL_URL, limits, waiting rooms, …) as `router serve`
+		// reads them; region, database and NATS are the service's.
+		rc, err := routerd.LoadEmbedded(routerd.Overrides{Region: c.Region})
+		errs.Check(err)
+		if rc.Addr == c.Addr {
+			errs.Add("BERTH_ROUTER_ADDR = BERTH_HTTP_ADDR = %q: the router and the booking service listen apart", c.Addr)
+		}
+		c.Route = &rc
 	}
 	if c.DatabaseURL == "" {
 		errs.Add("BERTH_DATABASE_URL: required")
@@ -188,6 +213,10 @@ BERTH_CLINIC_NO_SHOW_GRACE (30m: after a slot's end, a confirmed patient who has
 BERTH_DB_MAX_CONNS (32), BERTH_SHUTDOWN_TIMEOUT (20s), BERTH_LOG_FORMAT (json|text),
 BERTH_GUEST_MAX_HOLDS (5: live holds per guest per hotel or clinic),
 BERTH_GUEST_MAX_QUANTITY (50: rooms held, or live appointments, per guest per partition).
+BERTH_ROUTE (false; --route): also run this region's router in this process (ADR 0022),
+listening on BERTH_ROUTER_ADDR (:8088) and serving this region's requests in-process,
+the other regions' over BERTH_BOOKING_URLS; every other router setting is read as
+'router serve --help' describes (BERTH_READMODEL_URL, BERTH_RATE_LIMITS, …).
 GOGC (400 unless set: the collector's target; bound the heap with GOMEMLIMIT).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -201,6 +230,7 @@ GOGC (400 unless set: the collector's target; bound the heap with GOMEMLIMIT).`,
 	}
 	cmd.Flags().String("region", "", "region this service writes for (BERTH_REGION)")
 	cmd.Flags().String("addr", "", "listen address (BERTH_HTTP_ADDR, default :8080)")
+	cmd.Flags().Bool("route", false, "also run this region's router in this process, on BERTH_ROUTER_ADDR (BERTH_ROUTE)")
 	return cmd
 }
 
@@ -259,13 +289,13 @@ func run(ctx context.Context, cfg serveConfig, stdout io.Writer, ready chan<- st
 			return err
 		}
 	}
-	api := httpapi.New(w.api)
+	api := instrument(tel, httpapi.New(w.api))
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.Addr, err)
 	}
 	srv := &http.Server{
-		Handler:           instrument(tel, api),
+		Handler:           api,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       15 * time.Second,
 		WriteTimeout:      30 * time.Second,
@@ -278,14 +308,34 @@ func run(ctx context.Context, cfg serveConfig, stdout io.Writer, ready chan<- st
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	log.Info("listening", "addr", ln.Addr().String(), "gc_percent", cfg.GCPercent)
+	routeCtx, stopRoute := context.WithCancel(ctx)
+	defer stopRoute()
+	route, err := startRoute(routeCtx, cfg, api, ln.Addr(), stdout)
+	if err != nil {
+		_ = srv.Close()
+		stopJobs()
+		<-jobsDone
+		return err
+	}
 	if ready != nil {
 		ready <- ln.Addr().String()
 	}
 	select {
 	case err := <-errc:
+		stopRoute()
+		_ = route.wait()
 		stopJobs()
 		<-jobsDone
 		return fmt.Errorf("serve: %w", err)
+	case <-route.done:
+		if ctx.Err() == nil {
+			// The router stopped on its own: the process is not what it was
+			// configured to be; stop it all rather than serve half of it.
+			_ = srv.Close()
+			stopJobs()
+			<-jobsDone
+			return fmt.Errorf("router: %w", route.err)
+		}
 	case <-ctx.Done():
 	}
 	log.Info("shutting down", "deadline", cfg.ShutdownTimeout.String())
@@ -294,9 +344,15 @@ func run(ctx context.Context, cfg serveConfig, stdout io.Writer, ready chan<- st
 	// Shutdown closes the listener at once (new connections are refused),
 	// then waits for in-flight requests to finish; past the deadline the
 	// stragglers are cut so the process exits in time.
+	// The router drains at the same time (its requests for this region
+	// are served in-process, by the handler, not through srv); the store
+	// stays open until both are done.
 	err = srv.Shutdown(shutdownCtx)
 	if err != nil {
 		_ = srv.Close()
+	}
+	if rerr := route.wait(); rerr != nil {
+		log.Warn("router shutdown", "err", rerr)
 	}
 	stopJobs()
 	select {
@@ -312,6 +368,74 @@ func run(ctx context.Context, cfg serveConfig, stdout io.Writer, ready chan<- st
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// routeRun is the region's router running in this process (BERTH_ROUTE).
+type routeRun struct {
+	// done closes when the router exited; nil (never ready) without one.
+	done chan struct{}
+	err  error // why it exited, once done is closed (nil: ctx ended and it drained)
+}
+
+// wait returns once the router (if any) exited, with its error.
+func (r *routeRun) wait() error {
+	if r.done == nil {
+		return nil
+	}
+	<-r.done
+	return r.err
+}
+
+// startRoute runs the region's router in this process when cfg.Route is
+// set, serving this region's requests through api, and returns once it
+// listens (or failed to start). It stops when ctx ends.
+func startRoute(ctx context.Context, cfg serveConfig, api http.Handler, own net.Addr, stdout io.Writer) (*routeRun, error) {
+	run := &routeRun{}
+	if cfg.Route == nil {
+		return run, nil
+	}
+	rc := *cfg.Route
+	rc.Region, rc.Local, rc.GCPercent = cfg.Region, api, cfg.GCPercent
+	// The process's global tracer and meter are the booking service's; the
+	// router keeps its own registry (its /metrics) and its own spans.
+	rc.Telemetry = append(append([]telemetry.Option(nil), rc.Telemetry...), telemetry.WithoutGlobals())
+	rc.BookingURLs = maps.Clone(rc.BookingURLs)
+	if rc.BookingURLs == nil {
+		rc.BookingURLs = map[string]string{}
+	}
+	if rc.BookingURLs[cfg.Region] == "" {
+		// Never dialled (InProcess serves it); it names this service as the
+		// other regions reach it.
+		rc.BookingURLs[cfg.Region] = "http://" + dialable(own)
+	}
+	run.done = make(chan struct{})
+	ready := make(chan string, 1)
+	go func() {
+		defer close(run.done)
+		run.err = routerd.Run(ctx, rc, stdout, ready)
+	}()
+	select {
+	case addr := <-ready:
+		if cfg.routeReady != nil {
+			cfg.routeReady <- addr
+		}
+		return run, nil
+	case <-run.done:
+		return nil, fmt.Errorf("router: %w", run.err)
+	}
+}
+
+// dialable is addr with an unspecified host (":8080", "[::]:8080") made
+// the loopback one.
+func dialable(addr net.Addr) string {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return addr.String()
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
 }
 
 // job is a background task run every interval; f reports how much it did.

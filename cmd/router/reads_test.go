@@ -22,6 +22,7 @@ import (
 	"github.com/berthhq/berth/internal/postgres"
 	"github.com/berthhq/berth/internal/ratelimit"
 	"github.com/berthhq/berth/internal/rediscache/redistest"
+	"github.com/berthhq/berth/internal/routerd"
 	"github.com/berthhq/berth/internal/waitingroom"
 )
 
@@ -99,7 +100,7 @@ func TestRouterRateLimitsAndWaitingRoom(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cfg := serveConfig{Region: "us-east", Addr: "127.0.0.1:0", BookingURLs: map[string]string{"us-east": env.URL},
 		DatabaseURL: env.DBURL, DirectoryRefresh: time.Minute, MaxBodyBytes: 1 << 20, ShutdownTimeout: 10 * time.Second,
-		LogFormat: "json", reads: readsConfig{RedisURL: rs.URL(), Rules: rules, Windows: windows, Keys: keys, TokenSecret: bookingtest.Secret, TokenMaxTTL: auth.DefaultMaxLifetime}}
+		LogFormat: "json", Reads: routerd.ReadsConfig{RedisURL: rs.URL(), Rules: rules, Windows: windows, Keys: keys, TokenSecret: bookingtest.Secret, TokenMaxTTL: auth.DefaultMaxLifetime}}
 	ready := make(chan string, 1)
 	exited := make(chan error, 1)
 	go func() { exited <- run(ctx, cfg, io.Discard, ready) }()
@@ -230,7 +231,7 @@ func TestRouterTrustedProxies(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cfg := serveConfig{Region: "us-east", Addr: "127.0.0.1:0", BookingURLs: map[string]string{"us-east": env.URL},
 			DatabaseURL: env.DBURL, DirectoryRefresh: time.Minute, MaxBodyBytes: 1 << 20, ShutdownTimeout: 10 * time.Second,
-			LogFormat: "json", reads: readsConfig{RedisURL: rs.URL(), Rules: rules, TokenSecret: bookingtest.Secret,
+			LogFormat: "json", Reads: routerd.ReadsConfig{RedisURL: rs.URL(), Rules: rules, TokenSecret: bookingtest.Secret,
 				TokenMaxTTL: auth.DefaultMaxLifetime, Proxies: p}}
 		ready, exited := make(chan string, 1), make(chan error, 1)
 		go func() { exited <- run(ctx, cfg, io.Discard, ready) }()

@@ -49,7 +49,7 @@ func TestTelemetry(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cfg := serveConfig{Region: "us-east", Addr: "127.0.0.1:0", BookingURLs: map[string]string{"us-east": booking.URL},
 		DatabaseURL: env.DBURL, DirectoryRefresh: time.Minute, MaxBodyBytes: 1 << 20, ShutdownTimeout: 10 * time.Second,
-		LogFormat: "json", telemetry: []telemetry.Option{telemetry.WithSyncSpanExporter(spans), telemetry.WithoutGlobals()}}
+		LogFormat: "json", Telemetry: []telemetry.Option{telemetry.WithSyncSpanExporter(spans), telemetry.WithoutGlobals()}}
 	ready := make(chan string, 1)
 	exited := make(chan error, 1)
 	go func() { exited <- run(ctx, cfg, io.Discard, ready) }()

@@ -22,18 +22,57 @@ import (
 )
 
 // platform is three regions in-process: a booking service and a router per
-// region, all on one fresh database, all over loopback HTTP on port 0.
+// region, all on one fresh database, all over loopback HTTP on port 0 — or,
+// in the together layout, each router serving its own region's requests
+// through that booking service's handler in-process (router.InProcess).
 type platform struct {
 	t        testing.TB
+	layout   layout
 	bookings map[string]*bookingtest.Env
 	routers  map[string]*bookingtest.Env // Env pointed at the router (for Do/Try)
 	dirs     map[string]*placement.Directory
 	db       *postgres.DB
 }
 
+// layout is how a region's router reaches its own region's booking
+// service: over loopback HTTP like any other region's (split), or through
+// its handler in the same process (together, ADR 0022). Everything else —
+// the other regions, the read model — is over HTTP in both.
+type layout string
+
+const (
+	split    layout = "split"
+	together layout = "together"
+)
+
+// forLayouts runs test once per layout, in parallel subtests: the router's
+// behaviour must not depend on the layout.
+func forLayouts(t *testing.T, test func(t *testing.T, l layout)) {
+	t.Helper()
+	for _, l := range []layout{split, together} {
+		t.Run(string(l), func(t *testing.T) {
+			t.Parallel()
+			test(t, l)
+		})
+	}
+}
+
+// forLayoutsInTurn runs test once per layout, one after the other: for the
+// load tests, whose two runs at once would starve each other of CPU on a
+// small machine.
+func forLayoutsInTurn(t *testing.T, test func(t *testing.T, l layout)) {
+	t.Helper()
+	for _, l := range []layout{split, together} {
+		t.Run(string(l), func(t *testing.T) { test(t, l) })
+	}
+}
+
 type platformOptions struct {
-	// transport, when set, replaces the routers' upstream transport.
-	transport func(region string) http.RoundTripper
+	// layout is split unless set.
+	layout layout
+	// transport, when set, wraps the routers' upstream transport (next is
+	// the layout's: the network, or in-process for the router's own region).
+	transport func(region string, next http.RoundTripper) http.RoundTripper
 	readModel string
 	// proxies are the routers' trusted proxies (BERTH_TRUSTED_PROXIES).
 	proxies clientip.Proxies
@@ -46,7 +85,10 @@ type platformOptions struct {
 func startPlatform(t testing.TB, o platformOptions) *platform {
 	t.Helper()
 	db, url := dbtest.New(t, postgres.Options{LockTimeout: 2 * time.Second, StatementTimeout: 5 * time.Second})
-	p := &platform{t: t, bookings: map[string]*bookingtest.Env{}, routers: map[string]*bookingtest.Env{},
+	if o.layout == "" {
+		o.layout = split
+	}
+	p := &platform{t: t, layout: o.layout, bookings: map[string]*bookingtest.Env{}, routers: map[string]*bookingtest.Env{},
 		dirs: map[string]*placement.Directory{}, db: db}
 	urls := map[string]string{}
 	for _, region := range berth.Regions() {
@@ -66,9 +108,9 @@ func startPlatform(t testing.TB, o platformOptions) *platform {
 			t.Fatal(err)
 		}
 		cfg := router.Config{Region: region, Bookings: urls, ReadModel: o.readModel, Directory: dir, Logger: quiet,
-			TrustedProxies: o.proxies}
+			TrustedProxies: o.proxies, Transport: p.upstream(region, urls[region])}
 		if o.transport != nil {
-			cfg.Transport = o.transport(region)
+			cfg.Transport = o.transport(region, cfg.Transport)
 		}
 		if o.configure != nil {
 			o.configure(&cfg)
@@ -84,6 +126,21 @@ func startPlatform(t testing.TB, o platformOptions) *platform {
 		p.dirs[region] = dir
 	}
 	return p
+}
+
+// upstream is the transport of a router of region in the platform's layout;
+// base is the URL its own booking service is named by.
+func (p *platform) upstream(region, base string) http.RoundTripper {
+	p.t.Helper()
+	if p.layout != together {
+		return router.NewTransport()
+	}
+	tr, err := router.InProcess(p.bookings[region].Server.Config.Handler, base, router.NewTransport(),
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return tr
 }
 
 // seedHotel creates a hotel homed in region (through that region's booking

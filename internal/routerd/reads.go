@@ -1,4 +1,4 @@
-package main
+package routerd
 
 import (
 	"log/slog"
@@ -13,9 +13,9 @@ import (
 	"github.com/berthhq/berth/internal/waitingroom"
 )
 
-// readsConfig is the router's flash-crowd protection: rate limits and the
+// ReadsConfig is the router's flash-crowd protection: rate limits and the
 // clinics' waiting rooms, both kept in the region's Redis.
-type readsConfig struct {
+type ReadsConfig struct {
 	RedisURL    string                        // BERTH_REDIS_URL
 	Rules       ratelimit.Rules               // BERTH_RATE_LIMITS
 	Windows     map[string]waitingroom.Window // BERTH_WAITING_ROOMS
@@ -27,9 +27,9 @@ type readsConfig struct {
 	Proxies clientip.Proxies
 }
 
-func loadReadsConfig(errs *config.Errors) readsConfig {
+func loadReads(errs *config.Errors) ReadsConfig {
 	var (
-		c   readsConfig
+		c   ReadsConfig
 		err error
 	)
 	c.RedisURL = config.Env("BERTH_REDIS_URL", "")
@@ -58,7 +58,7 @@ func loadReadsConfig(errs *config.Errors) readsConfig {
 
 // newLimiter returns the region's rate limiter, or nil without rate limits;
 // close releases its Redis client.
-func newLimiter(cfg readsConfig, region string, log *slog.Logger) (lim *ratelimit.Limiter, close func(), err error) {
+func newLimiter(cfg ReadsConfig, region string, log *slog.Logger) (lim *ratelimit.Limiter, close func(), err error) {
 	if len(cfg.Rules) == 0 {
 		return nil, func() {}, nil
 	}
@@ -73,7 +73,7 @@ func newLimiter(cfg readsConfig, region string, log *slog.Logger) (lim *ratelimi
 // and the waiting room between them: ticket requests are limited per client
 // like any other, and never reach a booking service. close releases the
 // waiting room's Redis client.
-func withReads(cfg readsConfig, lim *ratelimit.Limiter, log *slog.Logger, next http.Handler) (h http.Handler, close func(), err error) {
+func withReads(cfg ReadsConfig, lim *ratelimit.Limiter, log *slog.Logger, next http.Handler) (h http.Handler, close func(), err error) {
 	h, close = next, func() {}
 	if len(cfg.Rules) == 0 && len(cfg.Windows) == 0 {
 		return h, close, nil
