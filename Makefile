@@ -11,11 +11,11 @@ ENV := set -a; source .local/env; set +a
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
-run: ## the whole local platform in the foreground, with logs; Ctrl-C stops it (WAN=1: with the simulated WAN)
-	@WAN=$(WAN) bash $(STACK) run
+run: ## the whole local platform in the foreground, with logs; Ctrl-C stops it (WAN=1: with the simulated WAN; LAYOUT=split|together, ADR 0022)
+	@WAN=$(WAN) LAYOUT=$(LAYOUT) bash $(STACK) run
 
-up: ## the whole local platform in the background (idempotent); WAN=1 adds the simulated WAN between regions
-	@WAN=$(WAN) bash $(STACK) up
+up: ## the whole local platform in the background (idempotent); WAN=1 adds the simulated WAN between regions; LAYOUT=split|together: routers apart or inside their booking services (ADR 0022)
+	@WAN=$(WAN) LAYOUT=$(LAYOUT) bash $(STACK) up
 
 down: ## stop everything `make up` started
 	@bash $(STACK) down
@@ -46,13 +46,13 @@ txcost: deps ## the write path's yardstick: minimal hold transaction vs the stor
 	@$(ENV); $(GO) run ./loadtest txcost
 
 cpu-per-hold: deps ## CPU per hold of every process (routers, services, read model, NATS, Redis, PostgreSQL) on a platform of its own, and the ratio to the minimal transaction
-	@bash deploy/local/cpu-per-hold.sh
+	@LAYOUT=$(LAYOUT) bash deploy/local/cpu-per-hold.sh
 
 check-in-morning: deps ## a check-in morning (arrivals, walks under 10 % overbooking) through the routers of a whole platform of its own, its saga consumers relocating; then booking verify (ARRIVALS=200)
-	@bash deploy/local/check-in-morning.sh
+	@LAYOUT=$(LAYOUT) bash deploy/local/check-in-morning.sh
 
 scenarios: deps ## loadtest scenarios through a whole platform of its own with CPU per request of every process (SCENARIOS="flash-sale --clients 1000 --rooms 1 --rate 2000; clinic-opening")
-	@bash deploy/local/scenarios.sh
+	@LAYOUT=$(LAYOUT) bash deploy/local/scenarios.sh
 
 fuzz: deps ## run every fuzz target for FUZZTIME each (a duration, default 20s, or a count such as 1000x); CI runs each 1000 inputs
 	@set -e; $(ENV); export BERTH_REQUIRE_DB=1; for f in $$(grep -rl --include='*_test.go' '^func Fuzz' cmd internal loadtest api schema 2>/dev/null | sort); do \

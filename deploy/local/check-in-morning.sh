@@ -19,7 +19,7 @@
 #
 # Environment (defaults): ARRIVALS (200), OVERBOOKING_PCT (10), RATE (0:
 # closed loop, WORKERS desks), WORKERS (16), SETTLE_WAIT (2m), PORT_BASE
-# (19200), and platform.sh's BINARIES, PROFILE_DIR, KEEP_LOGS.
+# (19200), and platform.sh's BINARIES, PROFILE_DIR, KEEP_LOGS, LAYOUT.
 set -euo pipefail
 
 ARRIVALS="${ARRIVALS:-200}"

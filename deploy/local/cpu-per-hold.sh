@@ -17,6 +17,9 @@
 #
 # Environment (defaults): DURATION (15s), WORKERS (16), HOTELS (20),
 # ROOM_TYPES (2), NIGHTS (60), TXCOST_DURATION (5s), PORT_BASE (19100),
+# LAYOUT (together|split: routers inside their region's booking service, or
+# processes of their own — platform.sh, ADR 0022; with together the
+# booking-<region> lines include their router's CPU),
 # BINARIES (a directory holding booking, router and readmodel binaries to
 # measure instead of building this tree's: before/after comparisons),
 # TXCOST=0 (skip step 2), PROFILE_DIR (unset: no profiling; else every service serves net/http/pprof
@@ -96,4 +99,4 @@ log "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 if [[ -n "$holds" && -n "$minimal" ]]; then
 	awk -v h="$holds" -v m="$minimal" 'BEGIN { printf "\nholds through the routers %.0f/s ÷ minimal transaction (pgbench, spread) %.0f/s = %.3f\n", h, m, h / m }'
 fi
-awk '$1 == "total" { printf "CPU per hold, all processes: %s ms\n", $3 }' "$OUT"
+awk -v layout="$LAYOUT" '$1 == "total" { printf "CPU per hold, all processes (layout %s): %s ms\n", layout, $3 }' "$OUT"

@@ -28,12 +28,18 @@
 # PROFILE_DIR (unset: no profiling; else
 # every service serves net/http/pprof on PORT_BASE+39…, listed in PPROF_OF),
 # KEEP_LOGS=1 (keep the scratch directory with the services' logs), KEEP_DB=1
-# (keep the scratch database, e.g. to EXPLAIN the statements on its data).
+# (keep the scratch database, e.g. to EXPLAIN the statements on its data),
+# LAYOUT (together: each region's router runs inside its booking service,
+# `booking serve --route`, on the same public port — ADR 0022; the processes
+# are then named booking-<region> and there is no router-<region>; split: a
+# router process and a booking service process per region, as before ADR
+# 0022 — binaries older than it need LAYOUT=split).
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT"
 NAME="${NAME:-platform}"
 BASE="${PORT_BASE:-19100}"
+LAYOUT="${LAYOUT:-together}"
 REGIONS=(us-east eu-west ap-south)
 
 log() { printf '\033[1m[%s]\033[0m %s\n' "$NAME" "$*" >&2; }
@@ -48,6 +54,7 @@ set +a
 # PG_ADMIN_URL: another PostgreSQL server to put the scratch database on
 # (e.g. one with pg_stat_statements loaded); default the one of `make deps`.
 ADMIN_URL="${PG_ADMIN_URL:-${BERTH_TEST_DATABASE_URL:?BERTH_TEST_DATABASE_URL not set (make deps writes it)}}"
+[[ "$LAYOUT" == split || "$LAYOUT" == together ]] || die "LAYOUT=$LAYOUT: want split or together"
 command -v psql >/dev/null || die "psql missing (postgresql-client)"
 command -v redis-server >/dev/null || die "redis-server missing (make deps installs it)"
 
@@ -105,6 +112,11 @@ platform_up() {
 	else
 		go build -o "$BIN/" ./cmd/booking ./cmd/router ./cmd/readmodel
 	fi
+	if [[ "$LAYOUT" == together ]] && ! "$BIN/booking" serve --help 2>/dev/null | grep -q -- '--route'; then
+		# A silent fallback to split would compare two layouts as if they
+		# were two builds.
+		die "LAYOUT=together: this booking binary has no --route (built before ADR 0022); run it with LAYOUT=split"
+	fi
 	if [[ -n "${BINARIES:-}" && -x "$BINARIES/loadtest" ]]; then
 		cp "$BINARIES/loadtest" "$BIN/" # the same generator on both sides of a comparison
 	else
@@ -142,8 +154,18 @@ platform_up() {
 	export BERTH_ROUTER_URLS BERTH_BOOKING_URLS
 	"$BIN/booking" migrate >"$WORK/logs/migrate.log" 2>&1 || die "migrations failed: $(tail -5 "$WORK/logs/migrate.log")"
 
+	log "layout: $LAYOUT"
 	for i in "${!REGIONS[@]}"; do
 		r="${REGIONS[$i]}"
+		if [[ "$LAYOUT" == together ]]; then
+			# The region's router in the booking service's process: the
+			# public port is the router's, the internal one the service's.
+			start "booking-$r" $((BASE + 40 + i)) env BERTH_PAYMENT_PROVIDER=dev BERTH_DEV_PAYMENTS=on \
+				BERTH_DEV_PAYMENTS_WEBHOOK_URL="http://127.0.0.1:$BASE/v1/payments/webhook" \
+				BERTH_ROUTE=true BERTH_ROUTER_ADDR="127.0.0.1:$((BASE + i))" \
+				"$BIN/booking" serve --region "$r" --addr "127.0.0.1:$((BASE + 10 + i))"
+			continue
+		fi
 		start "booking-$r" $((BASE + 40 + i)) env BERTH_PAYMENT_PROVIDER=dev BERTH_DEV_PAYMENTS=on \
 			BERTH_DEV_PAYMENTS_WEBHOOK_URL="http://127.0.0.1:$BASE/v1/payments/webhook" \
 			"$BIN/booking" serve --region "$r" --addr "127.0.0.1:$((BASE + 10 + i))"

@@ -22,7 +22,9 @@
 # Environment (defaults): SCENARIOS ("flash-sale --clients 1000 --rooms 1
 # --rate 2000"), PORT_BASE (19300), PROFILE_SECONDS (10; with PROFILE_DIR a
 # CPU profile of every service from the start of each scenario lands there
-# as <service>-<n>.pprof), and platform.sh's BINARIES, KEEP_LOGS.
+# as <service>-<n>.pprof), and platform.sh's BINARIES, KEEP_LOGS and LAYOUT
+# (together|split: routers in their region's booking service or in processes
+# of their own, ADR 0022).
 set -euo pipefail
 
 SCENARIOS="${SCENARIOS:-flash-sale --clients 1000 --rooms 1 --rate 2000}"

@@ -38,6 +38,10 @@ READMODEL_PORT=8090
 # (deploy/local/wan) with real inter-region round-trip times.
 WAN="${WAN:-0}"
 WAN_API_PORT=8474
+# LAYOUT=together (the default): each region's router runs inside its
+# booking service (`booking serve --route`, ADR 0022), on the public port;
+# split: a router process per region in front of the booking service.
+LAYOUT="${LAYOUT:-together}"
 
 log() { printf '\033[1m[stack]\033[0m %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -254,6 +258,11 @@ start_services() {
 	"$BIN/booking" migrate >>"$LOGS/migrate.log" 2>&1 || die "migrations failed; see .local/logs/migrate.log"
 	local i has_router=0
 	if has_command router serve; then has_router=1; fi
+	[[ $LAYOUT == split || $LAYOUT == together ]] || die "LAYOUT=$LAYOUT: want split or together"
+	if [[ -f "$RUN/layout" && "$(cat "$RUN/layout")" != "$LAYOUT" ]] && port_open "${ROUTER_PORTS[0]}"; then
+		die "the platform runs with LAYOUT=$(cat "$RUN/layout"); \`make down\` first to change it"
+	fi
+	echo "$LAYOUT" >"$RUN/layout"
 	# A stack started before the router existed runs us-east's booking
 	# service on the public port: stop it so the router can take the port
 	# (it comes back on its internal port below).
@@ -288,6 +297,13 @@ start_services() {
 		[[ $has_router -eq 0 && $i -eq 0 ]] && bport="${ROUTER_PORTS[0]}"
 		# The development payment provider with its pay endpoint on; its
 		# signed webhooks go through the us-east router to the home region.
+		if [[ $LAYOUT == together && $has_router -eq 1 ]]; then
+			start_service "booking-$r" "$bport" env "${router_env[@]}" BERTH_ROUTE=true BERTH_ROUTER_ADDR="127.0.0.1:${ROUTER_PORTS[$i]}" \
+				BERTH_PAYMENT_PROVIDER=dev BERTH_DEV_PAYMENTS=on \
+				BERTH_DEV_PAYMENTS_WEBHOOK_URL="http://127.0.0.1:${ROUTER_PORTS[0]}/v1/payments/webhook" \
+				"$BIN/booking" serve --region "$r" --addr "127.0.0.1:$bport"
+			continue
+		fi
 		start_service "booking-$r" "$bport" env BERTH_PAYMENT_PROVIDER=dev BERTH_DEV_PAYMENTS=on \
 			BERTH_DEV_PAYMENTS_WEBHOOK_URL="http://127.0.0.1:${ROUTER_PORTS[0]}/v1/payments/webhook" \
 			"$BIN/booking" serve --region "$r" --addr "127.0.0.1:$bport"
@@ -302,7 +318,7 @@ start_services() {
 		local bport="${BOOKING_PORTS[$i]}"
 		[[ $has_router -eq 0 && $i -eq 0 ]] && bport="${ROUTER_PORTS[0]}"
 		wait_port "$bport" "booking-${REGIONS[$i]}" 30
-		if [[ $has_router -eq 1 ]]; then wait_port "${ROUTER_PORTS[$i]}" "router-${REGIONS[$i]}" 30; fi
+		if [[ $has_router -eq 1 ]]; then wait_port "${ROUTER_PORTS[$i]}" "router of ${REGIONS[$i]} ($LAYOUT)" 30; fi
 	done
 	write_env # now with tokens and the partner key
 }
