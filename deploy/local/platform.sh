@@ -26,7 +26,8 @@
 # booking, router and readmodel binaries to run instead of building this
 # tree's: before/after comparisons; its loadtest too, when it holds one),
 # PROFILE_DIR (unset: no profiling; else
-# every service serves net/http/pprof on PORT_BASE+39…, listed in PPROF_OF),
+# every service serves net/http/pprof on PORT_BASE+39…, the NATS server on
+# PORT_BASE+38, listed in PPROF_OF),
 # KEEP_LOGS=1 (keep the scratch directory with the services' logs), KEEP_DB=1
 # (keep the scratch database, e.g. to EXPLAIN the statements on its data),
 # LAYOUT (together: each region's router runs inside its booking service,
@@ -134,7 +135,12 @@ platform_up() {
 	redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no --dir "$WORK" \
 		>"$WORK/logs/redis.log" 2>&1 </dev/null &
 	PIDS+=($!) && REDIS_PID=$!
-	"$nats_bin" -js -a 127.0.0.1 -p "$nats_port" -sd "$WORK/nats" >"$WORK/logs/nats.log" 2>&1 </dev/null &
+	local -a nats_prof=()
+	if [[ -n "${PROFILE_DIR:-}" ]]; then
+		# The broker is profiled too (its own pprof listener), as "nats".
+		nats_prof=(--profile $((BASE + 38))) && PPROF_OF[nats]=$((BASE + 38))
+	fi
+	"$nats_bin" -js -a 127.0.0.1 -p "$nats_port" -sd "$WORK/nats" "${nats_prof[@]}" >"$WORK/logs/nats.log" 2>&1 </dev/null &
 	PIDS+=($!) && NATS_PID=$!
 
 	psql "$ADMIN_URL" -qc "CREATE DATABASE $DB" >/dev/null

@@ -101,6 +101,16 @@ type Cache struct {
 	// bumpNow cuts a lingering round's wait short (an Invalidate that
 	// must not wait).
 	bumpNow chan struct{}
+	// bumpStart wakes the bumper, one long-lived goroutine, with the
+	// linger of the run of rounds to begin; at most one start is pending
+	// (it is sent only when no run is going on, under bumpMu). A goroutine
+	// per run grew its stack through the Redis client's calls on every
+	// round: a few per cent of a booking service's CPU under holds, one
+	// run per hold (docs/PERFORMANCE.md, "The bump rounds' goroutine").
+	bumpStart  chan time.Duration
+	bumperOnce sync.Once
+	closeOnce  sync.Once
+	closed     chan struct{}
 
 	hits, misses, loads, errs, bypassed, invalidations, invalidateErrs, bumpRounds atomic.Int64
 }
@@ -162,7 +172,8 @@ func New(url string, opts Options) (*Cache, error) {
 	if opts.PoolSize > 0 {
 		ro.PoolSize = opts.PoolSize
 	}
-	c := &Cache{rdb: redis.NewClient(ro), opts: opts, log: opts.Logger, bumpNow: make(chan struct{}, 1)}
+	c := &Cache{rdb: redis.NewClient(ro), opts: opts, log: opts.Logger, bumpNow: make(chan struct{}, 1),
+		bumpStart: make(chan time.Duration, 1), closed: make(chan struct{})}
 	c.br = &breaker{threshold: opts.FailureThreshold, cooldown: opts.Cooldown, now: opts.Now,
 		onChange: func(from, to State) {
 			c.log.Warn("redis cache breaker", "from", from.String(), "to", to.String())
@@ -170,8 +181,16 @@ func New(url string, opts Options) (*Cache, error) {
 	return c, nil
 }
 
-// Close closes the Redis client.
-func (c *Cache) Close() error { return c.rdb.Close() }
+// Close closes the Redis client and ends the bumper; an invalidation after
+// it fails at once.
+func (c *Cache) Close() error {
+	// Under bumpMu, so a start sent before it is seen by the bumper's
+	// last look and none is sent after it.
+	c.bumpMu.Lock()
+	c.closeOnce.Do(func() { close(c.closed) })
+	c.bumpMu.Unlock()
+	return c.rdb.Close()
+}
 
 // TTL returns the default entry TTL.
 func (c *Cache) TTL() time.Duration { return c.opts.TTL }
@@ -389,6 +408,13 @@ func (c *Cache) invalidate(ctx context.Context, kind, partitionID string, linger
 	key := c.prefix(kind, partitionID) + "gen"
 	done := make(chan error, 1)
 	c.bumpMu.Lock()
+	select {
+	case <-c.closed:
+		c.bumpMu.Unlock()
+		c.invalidateErrs.Add(1)
+		return fmt.Errorf("invalidate %s %s: %w: %w", kind, partitionID, berth.ErrDependency, redis.ErrClosed)
+	default:
+	}
 	if c.bumpQueue == nil {
 		c.bumpQueue = map[string][]chan error{}
 	}
@@ -396,7 +422,8 @@ func (c *Cache) invalidate(ctx context.Context, kind, partitionID string, linger
 	switch {
 	case !c.bumping:
 		c.bumping = true
-		go c.runBumps(linger)
+		c.bumperOnce.Do(func() { go c.bumper() })
+		c.bumpStart <- linger // never blocks: the bumper is idle and took the last start
 	case linger <= 0:
 		// A round may be lingering: send it now.
 		select {
@@ -421,6 +448,25 @@ func (c *Cache) invalidate(ctx context.Context, kind, partitionID string, linger
 	}
 	c.invalidations.Add(1)
 	return nil
+}
+
+// bumper runs each run of bump rounds as it is started, until Close. A run
+// started before Close still runs (its rounds then fail on the closed
+// client), so no caller is left waiting.
+func (c *Cache) bumper() {
+	for {
+		select {
+		case linger := <-c.bumpStart:
+			c.runBumps(linger)
+		case <-c.closed:
+			select {
+			case linger := <-c.bumpStart:
+				c.runBumps(linger)
+			default:
+			}
+			return
+		}
+	}
 }
 
 // runBumps runs bump rounds until no invalidation waits; the first waits

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthhq/berth/internal/berth"
 	"github.com/berthhq/berth/internal/rediscache"
 	"github.com/berthhq/berth/internal/rediscache/redistest"
 	"github.com/redis/go-redis/v9"
@@ -494,5 +495,66 @@ func TestEventInvalidationsLingerWritesDoNot(t *testing.T) {
 		if v, hit := fill(i, "after"); hit || v != "after" {
 			t.Errorf("partition %d: the fill made before the invalidation is still cached", i)
 		}
+	}
+}
+
+// One long-lived bumper runs every round: many runs one after another each
+// answer their caller after a bump, and Close answers every caller — the
+// ones whose run it interrupts with the closed client's error, the ones
+// after it at once — instead of leaving any waiting on a bumper that has
+// ended. Every failure wraps berth.ErrDependency (the consumer retries it).
+func TestBumperAnswersEveryCallerAcrossRunsAndClose(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Start(t)
+	c := newCache(t, rs.URL(), rediscache.Options{EventLinger: 2 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	fill := func(v string) (string, bool) {
+		b, hit, err := c.Fetch(ctx, "hotel", "h", "availability", time.Minute,
+			func(context.Context) ([]byte, error) { return []byte(v), nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b), hit
+	}
+	for i := range 50 {
+		fill(fmt.Sprint("before ", i))
+		var err error
+		if i%2 == 0 {
+			err = c.Invalidate(ctx, "hotel", "h")
+		} else {
+			err = c.Events().Invalidate(ctx, "hotel", "h", "reservation.held", nil)
+		}
+		if err != nil {
+			t.Fatalf("run %d: %v", i, err)
+		}
+		if v, hit := fill(fmt.Sprint("after ", i)); hit {
+			t.Fatalf("run %d: the fill made before the invalidation is still cached (%q)", i, v)
+		}
+	}
+	if got := c.Stats().BumpRounds; got < 50 {
+		t.Fatalf("%d rounds for 50 runs one after another", got)
+	}
+	// Callers racing Close: each returns, with nil or a dependency error.
+	const n = 64
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			errs <- c.Events().Invalidate(ctx, "hotel", fmt.Sprint("p", i), "reservation.held", nil)
+		}()
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for range n {
+		if err := <-errs; err != nil && !errors.Is(err, berth.ErrDependency) {
+			t.Fatalf("an invalidation racing Close: %v", err)
+		}
+	}
+	if err := c.Invalidate(ctx, "hotel", "h"); !errors.Is(err, berth.ErrDependency) {
+		t.Fatalf("an invalidation after Close: %v, want a dependency error", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("a caller waited for its context instead of an answer")
 	}
 }

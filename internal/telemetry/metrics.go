@@ -153,7 +153,7 @@ func (t *Telemetry) WaitingRoomDepth(ctx context.Context, room string, depth int
 // SearchLag records the time from an event's commit to its application to
 // the search index.
 func (t *Telemetry) SearchLag(ctx context.Context, d time.Duration) {
-	t.inst.searchLag.Record(ctx, max(d, 0).Seconds(), t.attrs())
+	t.inst.searchLag.Record(ctx, max(d, 0).Seconds(), t.regionOnly)
 }
 
 // ObserveSearch reports, on every scrape, how many hotels the search index
