@@ -159,23 +159,15 @@ func (w *world) stopConsumer(region string) {
 	}
 }
 
-// drain waits until every walk message is sent and region's consumer has
-// handled all it was given.
+// drain waits until every walk message is sent and the regions' consumers
+// have handled every one (settled).
 func (w *world) drain(ctx context.Context, regions ...string) {
 	w.t.Helper()
-	waitFor(ctx, w.t, "the walk messages to be handled", func() bool {
-		var unsent int
-		if err := dbtest.SQL(w.db).QueryRow(ctx, `SELECT count(*) FROM outbox WHERE sent_at IS NULL AND event_type LIKE 'walk.%'`).
-			Scan(&unsent); err != nil || unsent > 0 {
-			return false
-		}
-		for _, r := range regions {
-			if !idle(ctx, w.js, "walks-"+r) {
-				return false
-			}
-		}
-		return true
-	})
+	durables := make([]string, 0, len(regions))
+	for _, r := range regions {
+		durables = append(durables, "walks-"+r)
+	}
+	waitFor(ctx, w.t, "the walk messages to be handled", func() bool { return settled(ctx, w.db, w.js, durables...) })
 }
 
 // move re-homes a hotel (as `router shards move` does).

@@ -4,11 +4,14 @@
 package natstest
 
 import (
+	"context"
+	"errors"
 	"net"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Server is a running in-process NATS server.
@@ -62,4 +65,52 @@ func (s *Server) Restart() {
 	s.t.Helper()
 	s.Shutdown()
 	s.start()
+}
+
+// Drained reports whether the durable consumer of stream has acked every
+// message of the stream that its filters match: nothing delivered and
+// unacked, and its ack floor at or past the last such message.
+//
+// A consumer's NumPending cannot tell this: the server answers a publish
+// before it tells the stream's consumers about the new message (through a
+// queue another goroutine works off), so for a moment after a publisher
+// holds its ack the consumer reports nothing pending and nothing in flight
+// though the message is stored. The stream's last matching sequence is read
+// from the store itself.
+func Drained(ctx context.Context, js jetstream.JetStream, stream, durable string) (bool, error) {
+	c, err := js.Consumer(ctx, stream, durable)
+	if err != nil {
+		return false, err
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		return false, err
+	}
+	if info.NumAckPending > 0 {
+		return false, nil
+	}
+	filters := info.Config.FilterSubjects
+	if info.Config.FilterSubject != "" {
+		filters = append(filters, info.Config.FilterSubject)
+	}
+	if len(filters) == 0 {
+		filters = []string{">"}
+	}
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		return false, err
+	}
+	for _, f := range filters {
+		m, err := s.GetLastMsgForSubject(ctx, f)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			return false, err
+		}
+		if m.Sequence > info.AckFloor.Stream {
+			return false, nil
+		}
+	}
+	return true, nil
 }
