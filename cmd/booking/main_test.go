@@ -157,8 +157,14 @@ func startServiceWith(t *testing.T, opts serviceOptions) *service {
 }
 
 func (s *service) hold(ctx context.Context, h bookingtest.Hotel, guest, key string) (bookingtest.Response, error) {
-	return s.Try(ctx, bookingtest.Request{Method: "POST", Path: "/v1/hotels/" + h.ID + "/reservations",
-		Token: s.Token(guest, berth.RoleGuest), IdemKey: key,
+	return holdVia(ctx, s.Env, h, guest, key)
+}
+
+// holdVia sends a hold of h's room type for guest to env (a booking
+// service or a router).
+func holdVia(ctx context.Context, env *bookingtest.Env, h bookingtest.Hotel, guest, key string) (bookingtest.Response, error) {
+	return env.Try(ctx, bookingtest.Request{Method: "POST", Path: "/v1/hotels/" + h.ID + "/reservations",
+		Token: env.Token(guest, berth.RoleGuest), IdemKey: key,
 		Body: map[string]any{"guest_id": guest, "room_type_id": h.RoomTypeID,
 			"check_in": bookingtest.Date(30), "check_out": bookingtest.Date(32), "quantity": 1}})
 }
@@ -309,11 +315,25 @@ func TestTraceOfOneBooking(t *testing.T) {
 // To have requests provably in flight when the signal comes, the test
 // holds a lock on the hotel's inventory rows: every hold of the burst
 // waits on it inside the database. Only after the service has stopped
-// accepting connections is the lock released.
+// accepting connections is the lock released. The burst goes to the
+// booking service's own listener, and — with the region's router in the
+// process (BERTH_ROUTE) — to the router's, whose requests are served
+// in-process: both drain before the process exits.
 func TestShutdownDuringBurst(t *testing.T) {
-	s := startService(t)
+	t.Run("booking listener", func(t *testing.T) { shutdownDuringBurst(t, false) })
+	t.Run("in-process router", func(t *testing.T) { shutdownDuringBurst(t, true) })
+}
+
+func shutdownDuringBurst(t *testing.T, viaRouter bool) {
+	s := startServiceWith(t, serviceOptions{route: viaRouter})
 	h := s.SeedHotel("", 20, 0, bookingtest.Date(0), bookingtest.Date(60))
 	ctx := context.Background()
+	// target is where the burst goes: the service, or its router.
+	target, addr := s.Env, s.addr
+	if viaRouter {
+		target = &bookingtest.Env{T: t, URL: s.router, Tokens: s.Tokens, Client: s.Client}
+		addr = strings.TrimPrefix(s.router, "http://")
+	}
 
 	locker, err := pgx.Connect(ctx, s.DBURL)
 	if err != nil {
@@ -345,7 +365,7 @@ func TestShutdownDuringBurst(t *testing.T) {
 			for i := range perWorker {
 				res := result{key: bookingtest.NewKey(), inFlight: i == 0}
 				guest := fmt.Sprintf("g%d-%d", w, i)
-				r, err := s.hold(ctx, h, guest, res.key)
+				r, err := holdVia(ctx, target, h, guest, res.key)
 				switch {
 				case err != nil && isBodyError(err):
 					res.readErr = err
@@ -371,7 +391,7 @@ func TestShutdownDuringBurst(t *testing.T) {
 	})
 	s.stop() // SIGTERM
 	waitFor(t, "the listener to close", func() bool {
-		c, err := net.Dial("tcp", s.addr)
+		c, err := net.Dial("tcp", addr)
 		if err == nil {
 			c.Close()
 		}
