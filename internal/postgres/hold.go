@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -22,8 +23,8 @@ import (
 //     statement, once every night is taken — the guest's hold counted
 //     against the per-guest limits (a conditional write on the guest's row,
 //     last in the lock order);
-//  2. the reservation, its outbox event, the Idempotency-Key inserted
-//     together with the stored answer (insertAnsweredKeySQL), and COMMIT.
+//  2. the reservation, its outbox event and the Idempotency-Key with the
+//     stored answer in one statement (recordHeldAnsweredSQL), and COMMIT.
 //
 // It takes no placement row: the nights it locks are the fence, because a
 // move re-homes them in its transaction (MovePlacement locks them in the
@@ -62,6 +63,46 @@ SELECT t.*, (SELECT holds FROM g) FROM t`
 // (lock_timeout: 409 idempotency_in_progress).
 const insertAnsweredKeySQL = `INSERT INTO idempotency_keys (partition_id, idem_key, home_region, request_hash, response_status, response_body)
 	VALUES ($1, $2, $3, $4, $5, $6)`
+
+// recordHeldSQL and recordHeldAnsweredSQL write what a winning hold
+// records — its reservation (insertReservationSQL), its reservation.held
+// event (insertOutboxSQL) and, with a key, the key with its answer
+// (insertAnsweredKeySQL) — as one statement: one Bind/Execute and one
+// executor run in the server instead of three, and one result for the
+// client to read (docs/adr/0023-database-work-per-hold.md). The rows are
+// the same: every sub-statement runs to completion whether the main one
+// reads it or not, and a failure of any
+// (the key claimed already: a unique violation of idempotency_keys_pkey)
+// fails the whole statement, so the COMMIT queued behind it does not run.
+// The reservation and event rows have fresh ids and never wait; the key is
+// the only row that can, on a duplicate in flight.
+const (
+	recordHeldReservationSQL = `INSERT INTO reservations (hotel_id, reservation_id, home_region, room_type_id, guest_id, check_in,
+		check_out, quantity, status, hold_expires_at, total_price_cents, currency, contact_email, contact_phone, version, created_at,
+		updated_at, contact_push_token)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, NULLIF($13, ''), NULLIF($14, ''), 1, $15, $15, NULLIF($16, ''))`
+	recordHeldEventSQL = `INSERT INTO outbox (partition_id, event_id, home_region, kind, event_type, aggregate_id, aggregate_version, seq,
+		payload, trace_context)
+	VALUES ($1, $17, $3, $18, $19, $2, $20, 0, $21, $22)`
+	recordHeldSQL         = `WITH r AS (` + recordHeldReservationSQL + `) ` + recordHeldEventSQL
+	recordHeldAnsweredSQL = `WITH r AS (` + recordHeldReservationSQL + `), e AS (` + recordHeldEventSQL + `)
+INSERT INTO idempotency_keys (partition_id, idem_key, home_region, request_hash, response_status, response_body)
+	VALUES ($1, $23, $3, $24, $25, $26)`
+)
+
+// recordHeldArgs are recordHeldSQL's arguments ($1–$22) for reservation r
+// and its held event e, written in region; recordHeldAnsweredSQL appends
+// the key's four.
+func recordHeldArgs(ctx context.Context, region string, r reservation.Reservation, e event) ([]any, error) {
+	payload, err := json.Marshal(e.data)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s event: %w", e.typ, err)
+	}
+	return []any{r.HotelID, r.ID, region, r.RoomTypeID, r.GuestID, r.CheckIn.Time(), r.CheckOut.Time(),
+		r.Quantity, string(r.Status), r.HoldExpiresAt, r.TotalPriceCents, r.Currency, r.ContactEmail, r.ContactPhone, r.CreatedAt,
+		r.ContactPushToken,
+		newEventID(), string(e.kind), e.typ, e.version, payload, traceContext(ctx)}, nil
+}
 
 // keyTaken says whether err is insertAnsweredKeySQL finding its key claimed.
 func keyTaken(err error) bool {
@@ -211,31 +252,32 @@ func (s *Store) hold(ctx context.Context, req reservation.HoldRequest, idem *ber
 		t.expiresAt = t.now.Add(s.holdTTL)
 		left = t.counts
 		r := heldReservation(req, t)
-		b := &pgx.Batch{}
-		queueInsertReservation(b, s.region, r)
-		if err := queueEvents(ctx, b, s.region, reservationInventoryEvent(reservation.EventHeld, r, t.counts)); err != nil {
+		args, err := recordHeldArgs(ctx, s.region, r, reservationInventoryEvent(reservation.EventHeld, r, t.counts))
+		if err != nil {
 			return err
 		}
+		b := &pgx.Batch{}
 		if idem != nil {
 			if resp, err = renderAnswer(idem, r, nil); err != nil {
 				return err
 			}
-			b.Queue(insertAnsweredKeySQL, req.HotelID, idem.Key, s.region, idem.Hash, resp.Status, resp.Body)
+			b.Queue(recordHeldAnsweredSQL, append(args, idem.Key, idem.Hash, resp.Status, resp.Body)...)
 		} else {
 			resp.Value = r
+			b.Queue(recordHeldSQL, args...)
 		}
 		br := sendAndCommit(ctx, tx, b)
-		for i := range b.Len() {
-			if _, err := br.Exec(); err != nil {
-				br.Close()
-				switch {
-				case idem != nil && i == b.Len()-1 && keyTaken(err):
-					return errKeyTaken // a replay, or a duplicate committed first
-				case idem != nil && i == b.Len()-1:
-					return claimError(err)
-				}
-				return fmt.Errorf("record hold: %w", err)
+		if _, err := br.Exec(); err != nil {
+			br.Close()
+			switch {
+			case idem != nil && keyTaken(err):
+				return errKeyTaken // a replay, or a duplicate committed first
+			case idem != nil && sqlState(err) == "55P03":
+				// Only the key waits (the other rows are new): a duplicate
+				// still in flight past lock_timeout.
+				return claimError(err)
 			}
+			return fmt.Errorf("record hold: %w", err)
 		}
 		if err := br.Close(); err != nil {
 			return fmt.Errorf("record hold: %w", err)

@@ -145,10 +145,10 @@ func runStep(br pgx.BatchResults, s Step, v Vars) error {
 
 // HoldScript is the winning path of Store.Hold — BEGIN with the nights
 // taken and the guest's hold counted (under the default per-guest limits),
-// then the reservation, outbox event and key with its answer written with
-// COMMIT — for req under the Idempotency-Key key, as the store in region with
-// hold TTL ttl sends it. The stored answer is the reservation as JSON, the
-// size of what the HTTP layer renders.
+// then the reservation, outbox event and key with its answer written in one
+// statement with COMMIT — for req under the Idempotency-Key key, as the
+// store in region with hold TTL ttl sends it. The stored answer is the
+// reservation as JSON, the size of what the HTTP layer renders.
 func HoldScript(req reservation.HoldRequest, region string, ttl time.Duration, key, requestHash string) (Script, Vars) {
 	v := Vars{
 		"hotel_id": req.HotelID, "room_type_id": req.RoomTypeID, "region": region, "idem_key": key, "request_hash": requestHash,
@@ -163,12 +163,11 @@ func HoldScript(req reservation.HoldRequest, region string, ttl time.Duration, k
 				Returns: []string{"night", "price_cents", "currency", "now", "left", "night_version", "guest_holds"}},
 		}},
 		{Before: func(v Vars) error { return bindHeld(req, region, ttl, v) }, Steps: []Step{
-			{SQL: insertReservationSQL, Args: []string{"hotel_id", "reservation_id", "region", "room_type_id", "guest_id",
+			{SQL: recordHeldAnsweredSQL, Args: []string{"hotel_id", "reservation_id", "region", "room_type_id", "guest_id",
 				"check_in", "check_out", "quantity", "status", "hold_expires_at", "total_price_cents", "currency",
-				"contact_email", "contact_phone", "created_at", "contact_push_token"}},
-			{SQL: insertOutboxSQL, Args: []string{"hotel_id", "event_id", "region", "kind", "event_type", "reservation_id",
-				"version", "seq", "payload", "trace_context"}},
-			{SQL: insertAnsweredKeySQL, Args: []string{"hotel_id", "idem_key", "region", "request_hash", "response_status", "response_body"}},
+				"contact_email", "contact_phone", "created_at", "contact_push_token",
+				"event_id", "kind", "event_type", "version", "payload", "trace_context",
+				"idem_key", "request_hash", "response_status", "response_body"}},
 		}},
 	}}, v
 }
