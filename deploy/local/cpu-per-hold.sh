@@ -19,7 +19,9 @@
 # ROOM_TYPES (2), NIGHTS (60), TXCOST_DURATION (5s), PORT_BASE (19100),
 # LAYOUT (together|split: routers inside their region's booking service, or
 # processes of their own — platform.sh, ADR 0022; with together the
-# booking-<region> lines include their router's CPU),
+# booking-<region> lines include their router's CPU), ENTRY (home: each hold
+# enters through its hotel's region's router; other: through the next
+# region's, so every hold crosses a region),
 # BINARIES (a directory holding booking, router and readmodel binaries to
 # measure instead of building this tree's: before/after comparisons),
 # TXCOST=0 (skip step 2), PROFILE_DIR (unset: no profiling; else every service serves net/http/pprof
@@ -48,7 +50,7 @@ for name in "${!PID_OF[@]}"; do cpu_pids+=",$name=${PID_OF[$name]}"; done
 log "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 OUT="$WORK/baseline.txt"
 "$BIN/loadtest" baseline --mode http --duration "$DURATION" --workers "$WORKERS" --hotels "$HOTELS" \
-	--room-types "$ROOM_TYPES" --nights "$NIGHTS" --cpu-pids "$cpu_pids" --cpu-postgres --quiet \
+	--room-types "$ROOM_TYPES" --nights "$NIGHTS" --entry "${ENTRY:-home}" --cpu-pids "$cpu_pids" --cpu-postgres --quiet \
 	--name "cpu-per-hold-$(date +%Y%m%d-%H%M%S)" 2>&1 | tee "$OUT" &
 run=$!
 profiles=()

@@ -26,7 +26,11 @@ import (
 type Baseline struct {
 	Hotels, RoomTypes, Nights int
 	Mode                      string // both, sql, http
-	Load                      Load
+	// Entry is which region's router a hold enters through: "home" (the
+	// hotel's own, as placement by origin aims for; the default) or
+	// "other" (the next region's, so every hold crosses a region).
+	Entry string
+	Load  Load
 	// CPUProcs are the processes whose CPU each leg accounts (with the
 	// generator itself); CPUPostgres adds the PostgreSQL backends connected
 	// to the database. Either turns the accounting on.
@@ -50,10 +54,32 @@ func sqlHold(ctx context.Context, e *Env, h seed.Hotel, rt string, in time.Time,
 	return req.ReservationID, nil
 }
 
+// entryRegion is the region whose router a hold for a hotel homed in home
+// enters through: home itself, or with entry "other" the next of regions
+// after it (home when it is the only one).
+func entryRegion(regions []string, home, entry string) string {
+	if entry != "other" {
+		return home
+	}
+	for i, r := range regions {
+		if r == home {
+			return regions[(i+1)%len(regions)]
+		}
+	}
+	return home
+}
+
 // RunBaseline seeds spread inventory with COPY and measures both paths.
 func (e *Env) RunBaseline(ctx context.Context, o Baseline) (*report.Report, error) {
 	cfg := o.Load.config()
 	cfg["hotels"], cfg["room_types"], cfg["nights"], cfg["mode"] = o.Hotels, o.RoomTypes, o.Nights, o.Mode
+	if o.Entry == "" {
+		o.Entry = "home"
+	}
+	if o.Entry != "home" && o.Entry != "other" {
+		return nil, fmt.Errorf("--entry %q: want home or other", o.Entry)
+	}
+	cfg["entry"] = o.Entry
 	r := e.newReport("baseline", cfg)
 	if e.DB == nil {
 		return nil, fmt.Errorf("baseline needs the database (--db)")
@@ -119,7 +145,7 @@ func (e *Env) RunBaseline(ctx context.Context, o Baseline) (*report.Report, erro
 	}
 	if o.Mode != "sql" && e.Client != nil {
 		run("hold_http", func(ctx context.Context, h seed.Hotel, rt string, in time.Time, guest string) (string, string) {
-			resp, err := e.Client.Do(ctx, client.Request{Region: h.Region, Method: http.MethodPost, Path: "/v1/hotels/" + h.ID + "/reservations",
+			resp, err := e.Client.Do(ctx, client.Request{Region: entryRegion(e.Client.Targets.Regions, h.Region, o.Entry), Method: http.MethodPost, Path: "/v1/hotels/" + h.ID + "/reservations",
 				Token: e.Client.Guest(guest), IdemKey: uuid.NewString(),
 				Body: holdBody(guest, rt, in.Format(time.DateOnly), in.AddDate(0, 0, 1).Format(time.DateOnly), 1)})
 			var res struct {
