@@ -113,7 +113,9 @@ platform_up() {
 	else
 		go build -o "$BIN/" ./cmd/booking ./cmd/router ./cmd/readmodel
 	fi
-	if [[ "$LAYOUT" == together ]] && ! "$BIN/booking" serve --help 2>/dev/null | grep -q -- '--route'; then
+	# The help is read whole before it is searched: with pipefail, grep -q
+	# quitting at its first match could fail the pipeline (SIGPIPE).
+	if [[ "$LAYOUT" == together && "$("$BIN/booking" serve --help 2>/dev/null || true)" != *--route* ]]; then
 		# A silent fallback to split would compare two layouts as if they
 		# were two builds.
 		die "LAYOUT=together: this booking binary has no --route (built before ADR 0022); run it with LAYOUT=split"
