@@ -53,8 +53,12 @@ type serveConfig struct {
 	SweepInterval    time.Duration
 	// NoShowCutoff is the hotels' local time of day, the day after arrival,
 	// after which a guest who has not checked in is marked a no-show.
-	NoShowCutoff    time.Duration
-	MaxConns        int
+	NoShowCutoff time.Duration
+	MaxConns     int
+	// WarmConns is how many database connections the service opens and
+	// warms (the hold path's statements planned on each) before /readyz
+	// reports ready, and keeps open (BERTH_DB_WARM_CONNS; 0 turns it off).
+	WarmConns       int
 	GuestLimits     berth.GuestLimits
 	ShutdownTimeout time.Duration
 	LogFormat       string
@@ -110,6 +114,8 @@ func loadServeConfig(cmd *cobra.Command) (serveConfig, error) {
 	c.ShutdownTimeout, err = config.Duration("BERTH_SHUTDOWN_TIMEOUT", 20*time.Second)
 	errs.Check(err)
 	c.MaxConns, err = config.Int("BERTH_DB_MAX_CONNS", 32)
+	errs.Check(err)
+	c.WarmConns, err = config.Int("BERTH_DB_WARM_CONNS", 8)
 	errs.Check(err)
 	c.GuestLimits.Holds, err = config.Int("BERTH_GUEST_MAX_HOLDS", berth.DefaultGuestLimits.Holds)
 	errs.Check(err)
@@ -174,6 +180,9 @@ func loadServeConfig(cmd *cobra.Command) (serveConfig, error) {
 	if c.MaxConns < 1 {
 		errs.Add("BERTH_DB_MAX_CONNS: at least 1")
 	}
+	if c.WarmConns < 0 || c.WarmConns > c.MaxConns {
+		errs.Add("BERTH_DB_WARM_CONNS: 0 (off) to BERTH_DB_MAX_CONNS (%d)", c.MaxConns)
+	}
 	if c.GuestLimits.Holds < 1 {
 		errs.Add("BERTH_GUEST_MAX_HOLDS: at least 1 (live holds per guest per partition)")
 	}
@@ -210,7 +219,8 @@ BERTH_TOKEN_MAX_TTL (24h: the longest token lifetime accepted),
 BERTH_ISOLATION (read_committed|serializable), BERTH_HOLD_TTL (10m), BERTH_WAITLIST_OFFER_TTL (15m: a waitlist offer's hold),
 BERTH_LOCK_TIMEOUT (2s), BERTH_STATEMENT_TIMEOUT (5s), BERTH_IDLE_IN_TX_TIMEOUT (60s), BERTH_SWEEP_INTERVAL (5s), BERTH_NO_SHOW_CUTOFF (12h: hotels' local time, the day after arrival),
 BERTH_CLINIC_NO_SHOW_GRACE (30m: after a slot's end, a confirmed patient who has not arrived is a no-show),
-BERTH_DB_MAX_CONNS (32), BERTH_SHUTDOWN_TIMEOUT (20s), BERTH_LOG_FORMAT (json|text),
+BERTH_DB_MAX_CONNS (32), BERTH_DB_WARM_CONNS (8: connections opened, with the hold path's statements planned, before ready),
+BERTH_SHUTDOWN_TIMEOUT (20s), BERTH_LOG_FORMAT (json|text),
 BERTH_GUEST_MAX_HOLDS (5: live holds per guest per hotel or clinic),
 BERTH_GUEST_MAX_QUANTITY (50: rooms held, or live appointments, per guest per partition).
 BERTH_ROUTE (false; --route): also run this region's router in this process (ADR 0022),
@@ -262,6 +272,7 @@ func run(ctx context.Context, cfg serveConfig, stdout io.Writer, ready chan<- st
 	db, err := postgres.Open(ctx, cfg.DatabaseURL, postgres.Options{
 		Isolation: cfg.Isolation, LockTimeout: cfg.LockTimeout, StatementTimeout: cfg.StatementTimeout,
 		IdleInTxTimeout: cfg.IdleInTxTimeout, MaxConns: int32(cfg.MaxConns), Telemetry: tel,
+		MinConns: int32(cfg.WarmConns), Warm: warmStatements(cfg),
 	})
 	if err != nil {
 		return fmt.Errorf("database: %w", err)
@@ -284,7 +295,7 @@ func run(ctx context.Context, cfg serveConfig, stdout io.Writer, ready chan<- st
 	}}
 	defer w.close()
 	// Each part of the service wires itself from its own file.
-	for _, wire := range []func(context.Context, *wiring) error{wireCache, wireClinics, wireEvents, wireSearch, wirePlacements, wireTelemetry, wireWaitingRoom} {
+	for _, wire := range []func(context.Context, *wiring) error{wireCache, wireClinics, wireEvents, wireSearch, wirePlacements, wireWarmUp, wireTelemetry, wireWaitingRoom} {
 		if err := wire(ctx, w); err != nil {
 			return err
 		}

@@ -81,6 +81,14 @@ type Options struct {
 	IdleInTxTimeout time.Duration
 	// MaxConns sizes the pool; zero keeps pgxpool's default.
 	MaxConns int32
+	// MinConns is how many connections the pool keeps open however idle
+	// it is (pgxpool's MinConns); zero lets it close every idle one.
+	MinConns int32
+	// Warm are statements every connection the pool opens has the server
+	// plan before it is used (warm.go): the hot path's, so that its first
+	// requests find the server's caches warm. A failure leaves the
+	// connection cold, never unusable (DB.WarmFailures counts them).
+	Warm []string
 	// MaxRetries bounds whole-transaction retries of 40001/40P01.
 	MaxRetries int
 	// Telemetry, when set, traces every query (OpenTelemetry).
@@ -97,6 +105,8 @@ type DB struct {
 	opts   Options
 	// onRetry, when set, is called for each retried transaction attempt.
 	onRetry func(err error)
+	// warm plans Options.Warm on every new connection (nil without).
+	warm *warmer
 }
 
 // Open connects, detects the engine and returns a ready DB.
@@ -134,11 +144,17 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 	case opts.Telemetry != nil:
 		cfg.ConnConfig.Tracer = queryTracer(opts.Telemetry)
 	}
+	cfg.MinConns = max(opts.MinConns, 0)
+	var w *warmer
+	if len(opts.Warm) > 0 {
+		w = &warmer{stmts: opts.Warm}
+		cfg.AfterConnect = w.afterConnect
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
-	db := &DB{pool: pool, opts: opts}
+	db := &DB{pool: pool, opts: opts, warm: w}
 	if db.Engine, err = DetectEngine(ctx, pool); err != nil {
 		pool.Close()
 		return nil, err

@@ -28,6 +28,17 @@ func NewDevPaymentProvider(db *DB) *DevPaymentProvider { return &DevPaymentProvi
 
 const devIntentColumns = `intent_id, client_secret, kind, partition_id, reservation_id, amount_cents, currency, status`
 
+// createDevIntentSQL records a new intent, or returns nothing when its
+// idempotency key has one already.
+const createDevIntentSQL = `INSERT INTO dev_payment_intents (intent_id, idempotency_key, client_secret, kind, partition_id,
+			reservation_id, amount_cents, currency, status)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'requires_payment') ON CONFLICT (idempotency_key) DO NOTHING
+		RETURNING ` + devIntentColumns
+
+// DevPaymentStatements returns the statement every prepaid hold sends to
+// this provider (its intent), to warm a pool with (Options.Warm).
+func DevPaymentStatements() []string { return []string{createDevIntentSQL} }
+
 func scanDevIntent(row pgx.Row) (payments.Intent, error) {
 	var (
 		in     payments.Intent
@@ -52,10 +63,7 @@ func (p *DevPaymentProvider) CreateIntent(ctx context.Context, req payments.Inte
 	// A new key returns its row from the INSERT (one round trip for every
 	// first hold: this provider runs on every prepaid hold of `make up`); a
 	// key used before returns nothing there and is read back.
-	in, err := scanDevIntent(p.db.pool.QueryRow(ctx, `INSERT INTO dev_payment_intents (intent_id, idempotency_key, client_secret, kind, partition_id,
-			reservation_id, amount_cents, currency, status)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'requires_payment') ON CONFLICT (idempotency_key) DO NOTHING
-		RETURNING `+devIntentColumns,
+	in, err := scanDevIntent(p.db.pool.QueryRow(ctx, createDevIntentSQL,
 		id, req.IdempotencyKey, id+"_secret_"+hex.EncodeToString(secret), req.Kind, req.PartitionID, req.ReservationID,
 		req.AmountCents, req.Currency))
 	if errors.Is(err, pgx.ErrNoRows) {

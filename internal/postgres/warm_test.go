@@ -1,0 +1,158 @@
+package postgres_test
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/berthhq/berth/internal/berth"
+	"github.com/berthhq/berth/internal/bookingtest"
+	"github.com/berthhq/berth/internal/dbtest"
+	"github.com/berthhq/berth/internal/payments"
+	"github.com/berthhq/berth/internal/postgres"
+	"github.com/berthhq/berth/internal/reservation"
+	"github.com/berthhq/berth/internal/soldout"
+	"github.com/google/uuid"
+)
+
+// warmed is what a booking service with the development payment provider
+// warms its pool with.
+func warmed() []string { return append(postgres.HoldStatements(), postgres.DevPaymentStatements()...) }
+
+// The warm-up plans what the hold path sends: a hold that wins, one the
+// database refuses, one the sold-out cache refuses (its key read), a batch
+// of holds of one room type, the payment intent of a prepaid hold. A new
+// statement on that path fails this test until HoldStatements names it.
+func TestWarmCoversTheHoldPath(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rec := &tripRecorder{}
+	env := bookingtest.Start(t, bookingtest.Options{DB: postgres.Options{Tracer: rec}})
+	one := env.SeedHotel("", 1, 0, bookingtest.Date(1), bookingtest.Date(5))
+	many := env.SeedHotel("", 20, 0, bookingtest.Date(1), bookingtest.Date(5))
+	in, _ := reservation.ParseDate(bookingtest.Date(2))
+	stay := reservation.Stay{CheckIn: in, CheckOut: in.AddDays(2)}
+	hold := func(s *postgres.Store, h bookingtest.Hotel) berth.Response {
+		t.Helper()
+		resp, err := s.Hold(ctx, reservation.HoldRequest{ReservationID: uuid.NewString(), HotelID: h.ID, RoomTypeID: h.RoomTypeID,
+			GuestID: "g-" + uuid.NewString(), Stay: stay, Quantity: 1}, &berth.Idem{Key: uuid.NewString(), Hash: "h", Render: renderAnswer})
+		if err != nil {
+			t.Errorf("hold: %v", err)
+		}
+		return resp
+	}
+	cached := postgres.NewStore(env.DB, "us-east", 10*time.Minute)
+	cached.UseSoldOutCache(soldout.New(time.Minute, time.Now))
+	cached.SetHoldBatch(postgres.DefaultHoldBatch)
+	plain := postgres.NewStore(env.DB, "us-east", 10*time.Minute)
+	plain.SetHoldBatch(0)
+
+	var batched int64
+	trips := rec.record(func() {
+		if r := hold(cached, one); r.Status != http.StatusCreated {
+			t.Fatalf("the winner: %d %s", r.Status, r.Body)
+		}
+		if r := hold(plain, one); r.Status != http.StatusConflict {
+			t.Fatalf("a loser the database refuses: %d %s", r.Status, r.Body)
+		}
+		if r := hold(cached, one); r.Status != http.StatusConflict {
+			t.Fatalf("a loser the cache refuses: %d %s", r.Status, r.Body)
+		}
+		if _, err := env.Payments.CreateIntent(ctx, payments.IntentRequest{Kind: "hotel", PartitionID: one.ID,
+			ReservationID: uuid.NewString(), AmountCents: 100, Currency: "EUR", IdempotencyKey: uuid.NewString()}); err != nil {
+			t.Fatalf("intent: %v", err)
+		}
+		// Holds of one room type at once, until some were batched.
+		for try := 0; try < 20 && cached.HoldBatchStats().Batched == 0; try++ {
+			var wg sync.WaitGroup
+			for range 16 {
+				wg.Go(func() { hold(cached, many) })
+			}
+			wg.Wait()
+		}
+		batched = cached.HoldBatchStats().Batched
+	})
+	if batched == 0 {
+		t.Fatal("no hold was batched: the batch's statements were not sent")
+	}
+	warm := warmed()
+	var sent []string
+	for _, trip := range trips {
+		for _, sql := range trip {
+			switch strings.ToLower(strings.Fields(sql + " x")[0]) {
+			case "begin", "commit", "rollback":
+				continue
+			}
+			if !slices.Contains(sent, sql) {
+				sent = append(sent, sql)
+			}
+		}
+	}
+	for _, sql := range sent {
+		if !slices.Contains(warm, sql) {
+			t.Errorf("the hold path sent a statement the warm-up does not plan (add it to postgres.HoldStatements):\n%s", sql)
+		}
+	}
+	// The drive above went down every branch: most of the list was sent.
+	if len(sent) < len(warm)-4 {
+		t.Errorf("the hold path sent %d distinct statements, the warm-up plans %d: a branch was not exercised", len(sent), len(warm))
+	}
+}
+
+// Warm opens the connections it is asked for and has each plan every
+// statement, writing nothing. Before the migrations it fails, naming the
+// statement, and the pool still serves; once they ran it succeeds.
+func TestWarmPlansEveryStatementWritingNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := dbtest.NewURL(t)
+	const conns = 3
+	db, err := postgres.Open(ctx, url, postgres.Options{MinConns: conns, MaxConns: 8, Warm: warmed()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	dbtest.Register(t, db, url)
+
+	if _, err := db.Warm(ctx, conns); err == nil || !strings.Contains(err.Error(), "does not exist") {
+		t.Fatalf("warm before the migrations: %v, want a missing relation", err)
+	}
+	if db.WarmFailures() == 0 {
+		t.Error("the connections opened before the migrations count no failed warm-up")
+	}
+	if err := db.Ping(ctx); err != nil {
+		t.Fatalf("a failed warm-up left the pool unusable: %v", err)
+	}
+
+	if _, err := postgres.Migrate(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	st, err := db.Warm(ctx, conns)
+	if err != nil {
+		t.Fatalf("warm: %v", err)
+	}
+	if st.Conns != conns || st.Statements != len(warmed()) {
+		t.Errorf("warmed %+v, want %d connections and %d statements", st, conns, len(warmed()))
+	}
+	if ps := db.PoolStats(); ps.Total < conns {
+		t.Errorf("%d connections open after warming %d", ps.Total, conns)
+	}
+	var planned, rows int
+	if err := dbtest.SQL(db).QueryRow(ctx, `SELECT
+		(SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'EXPLAIN %'),
+		(SELECT count(*) FROM reservations) + (SELECT count(*) FROM outbox) + (SELECT count(*) FROM idempotency_keys) +
+		(SELECT count(*) FROM guest_holds) + (SELECT count(*) FROM dev_payment_intents) +
+		(SELECT count(*) FROM room_inventory WHERE reserved > 0)`).Scan(&planned, &rows); err != nil {
+		t.Fatal(err)
+	}
+	if planned < conns {
+		t.Errorf("%d connections ran the warm-up's plans last, want %d", planned, conns)
+	}
+	if rows != 0 {
+		t.Errorf("the warm-up wrote %d rows, want none", rows)
+	}
+}
