@@ -94,6 +94,24 @@ type ConsumerConfig struct {
 	// dead-lettering: an outage must not turn good events into dead
 	// letters. Default: context deadlines and network errors only.
 	Transient func(error) bool
+	// Ordered makes the consumer nats.go's ordered consumer instead of a
+	// durable one: created by this process and for it alone (named after
+	// Durable), in the server's memory, with no acks. The client sees every
+	// message once, in stream order, and recreates the consumer from the
+	// last message it received when it misses one (a sequence gap, a missed
+	// heartbeat, a server restart), so nothing is lost while the process
+	// lives. As the server never redelivers, the retries are this process's:
+	// a failed message comes back to a worker after Retry's delay, a
+	// dependency failure for as long as it lasts, any other up to
+	// MaxDeliver times before it is dead-lettered; at most MaxAckPending
+	// messages are in hand (being handled or waiting for a retry) before
+	// the next is taken. What a process has in hand when it stops is not
+	// redelivered to anybody: only for a consumer whose process replays
+	// what it needs when it starts again (StartTime), such as the search
+	// index and cache consumer of every booking service (docs/adr/0024).
+	// Per event it saves the ack (a message to the server and the server's
+	// bookkeeping of it) and the consumer's state on disk.
+	Ordered bool
 }
 
 // transient is the default Transient: deadlines and network errors.
@@ -131,6 +149,9 @@ func Consume(ctx context.Context, js jetstream.JetStream, cfg ConsumerConfig, h 
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
+	}
+	if cfg.Ordered {
+		return consumeOrdered(ctx, js, cfg)(h)
 	}
 	log := cfg.Log.With("consumer", cfg.Durable)
 	tr := tracer(cfg.TracerProvider)
@@ -277,29 +298,8 @@ func EnsureConsumer(ctx context.Context, js jetstream.JetStream, cfg ConsumerCon
 // in the message's headers, and acks, retries or dead-letters it.
 func handle(ctx context.Context, js jetstream.JetStream, cfg ConsumerConfig, log *slog.Logger, tr trace.Tracer,
 	h Handler, msg jetstream.Msg, fails *failureCounts) {
-	m := Message{Subject: msg.Subject(), Data: msg.Data(), Delivered: 1}
-	if h := msg.Headers(); h != nil {
-		m.Region, m.Redriven = h.Get(RegionHeader), h.Get(RedrivenHeader) != ""
-	}
-	var seq uint64
-	if md, err := msg.Metadata(); err == nil {
-		m.Delivered = md.NumDelivered
-		seq = md.Sequence.Stream
-	}
-	if !cfg.SubjectOnly {
-		m.Event, m.DecodeErr = events.Decode(m.Data)
-	}
-	ctx, span := startConsume(ctx, tr, cfg.Durable, msg.Headers(), m)
-	var err error
-	defer func() { endSpan(span, err) }()
-	err = func() (err error) {
-		defer func() {
-			if v := recover(); v != nil {
-				err = fmt.Errorf("handler panic: %v", v)
-			}
-		}()
-		return h(ctx, m)
-	}()
+	m, seq := delivered(cfg, msg)
+	ctx, err := run(ctx, cfg, tr, h, msg, m)
 	if err == nil {
 		fails.forget(seq)
 		if err := msg.Ack(); err != nil {
@@ -330,6 +330,41 @@ func handle(ctx context.Context, js jetstream.JetStream, cfg ConsumerConfig, log
 	log.ErrorContext(ctx, "message dead-lettered", "subject", m.Subject, "delivered", m.Delivered, "err", err)
 	fails.forget(seq)
 	_ = msg.Ack()
+}
+
+// delivered is the Message of a delivery (its body decoded unless
+// SubjectOnly) and its stream sequence.
+func delivered(cfg ConsumerConfig, msg jetstream.Msg) (Message, uint64) {
+	m := Message{Subject: msg.Subject(), Data: msg.Data(), Delivered: 1}
+	if h := msg.Headers(); h != nil {
+		m.Region, m.Redriven = h.Get(RegionHeader), h.Get(RedrivenHeader) != ""
+	}
+	var seq uint64
+	if md, err := msg.Metadata(); err == nil {
+		m.Delivered = md.NumDelivered
+		seq = md.Sequence.Stream
+	}
+	if !cfg.SubjectOnly {
+		m.Event, m.DecodeErr = events.Decode(m.Data)
+	}
+	return m, seq
+}
+
+// run runs h on m under a consumer span continuing the trace in the
+// message's headers; a panic is the handler's failure. It returns the
+// span's context (for the logs) and h's error.
+func run(ctx context.Context, cfg ConsumerConfig, tr trace.Tracer, h Handler, msg jetstream.Msg, m Message) (context.Context, error) {
+	ctx, span := startConsume(ctx, tr, cfg.Durable, msg.Headers(), m)
+	err := func() (err error) {
+		defer func() {
+			if v := recover(); v != nil {
+				err = fmt.Errorf("handler panic: %v", v)
+			}
+		}()
+		return h(ctx, m)
+	}()
+	endSpan(span, err)
+	return ctx, err
 }
 
 // failureCounts counts, per stream sequence, the deliveries of a message

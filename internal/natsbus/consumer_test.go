@@ -20,8 +20,18 @@ import (
 // into a dead letter: a handler failing transiently more often than
 // MaxDeliver still gets the event once the dependency is back, while an
 // event that fails on its own account is dead-lettered after MaxDeliver.
+// The same holds for an ordered consumer, whose retries are its process's.
 func TestTransientFailuresNeverDeadLetter(t *testing.T) {
 	t.Parallel()
+	for _, ordered := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ordered=%v", ordered), func(t *testing.T) {
+			t.Parallel()
+			testTransientFailuresNeverDeadLetter(t, ordered)
+		})
+	}
+}
+
+func testTransientFailuresNeverDeadLetter(t *testing.T, ordered bool) {
 	srv := natstest.Start(t)
 	nc, err := natsbus.Connect(srv.URL, "test", slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
@@ -60,8 +70,9 @@ func TestTransientFailuresNeverDeadLetter(t *testing.T) {
 	errOutage := fmt.Errorf("database down: %w", context.DeadlineExceeded)
 	go func() {
 		_ = natsbus.Consume(ctx, js, natsbus.ConsumerConfig{Durable: "transient-test", MaxDeliver: 3, Workers: 2,
-			Retry: func(uint64) time.Duration { return 20 * time.Millisecond },
-			Log:   slog.New(slog.NewTextHandler(io.Discard, nil))},
+			Retry:   func(uint64) time.Duration { return 20 * time.Millisecond },
+			Ordered: ordered,
+			Log:     slog.New(slog.NewTextHandler(io.Discard, nil))},
 			func(_ context.Context, m natsbus.Message) error {
 				mu.Lock()
 				attempts[m.Event.ID]++

@@ -180,11 +180,24 @@ func ConsumerWithCacheConfig(region, instance string, replay time.Duration, log 
 	// an outage (tens of seconds at the rates measured here) instead of a
 	// thousand.
 	cfg.MaxAckPending = 10_000
-	if replay > 0 {
-		cfg.StartTime = time.Now().Add(-replay)
-	}
+	// An ordered consumer (no acks, in the server's memory, docs/adr/0024):
+	// the consumer is this process's alone and its process replays what it
+	// needs when it starts again, so an ack per event and a consumer state
+	// on disk bought nothing the replay does not give. Its retries are the
+	// process's own, bounded by MaxAckPending as the server bounded them.
+	cfg.Ordered = true
+	// It starts at a time set now, before the index's snapshot is read, so
+	// no event falls between the two: with a margin for the server's clock
+	// when there is nothing to replay.
+	cfg.StartTime = time.Now().Add(-max(replay, orderedStartMargin))
 	return cfg
 }
+
+// orderedStartMargin is how far before the snapshot an ordered consumer
+// with nothing to replay starts: the stream's times are the NATS server's
+// clock, the snapshot's this process's. What it replays the index already
+// has.
+const orderedStartMargin = 5 * time.Second
 
 // Run creates the index's consumer, builds the index from src (the
 // snapshot, read after the consumer exists so no event falls between the
@@ -196,7 +209,9 @@ func (x *Index) Run(ctx context.Context, js jetstream.JetStream, cfg natsbus.Con
 // RunWith is Run with a handler of the consumer's messages that wraps
 // x.Handle (natsbus.WithInvalidation).
 func (x *Index) RunWith(ctx context.Context, js jetstream.JetStream, cfg natsbus.ConsumerConfig, src Source, h natsbus.Handler) error {
-	for {
+	// An ordered consumer is created by Consume itself, at its StartTime,
+	// which is before the snapshot (ConsumerWithCacheConfig).
+	for !cfg.Ordered {
 		if _, err := natsbus.EnsureConsumer(ctx, js, cfg); err == nil {
 			break
 		} else if ctx.Err() != nil {
