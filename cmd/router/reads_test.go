@@ -229,10 +229,15 @@ func TestRouterTrustedProxies(t *testing.T) {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithCancel(context.Background())
+		// The test is about whose budget a read spends: the limiter waits
+		// for Redis up to 10 s rather than the production 50 ms,
+		// after which it fails open and a third read is let through (it did
+		// on a loaded machine; internal/ratelimit TestRedisDownFailsOpen
+		// shows failing open).
 		cfg := serveConfig{Region: "us-east", Addr: "127.0.0.1:0", BookingURLs: map[string]string{"us-east": env.URL},
 			DatabaseURL: env.DBURL, DirectoryRefresh: time.Minute, MaxBodyBytes: 1 << 20, ShutdownTimeout: 10 * time.Second,
 			LogFormat: "json", Reads: routerd.ReadsConfig{RedisURL: rs.URL(), Rules: rules, TokenSecret: bookingtest.Secret,
-				TokenMaxTTL: auth.DefaultMaxLifetime, Proxies: p}}
+				TokenMaxTTL: auth.DefaultMaxLifetime, Proxies: p, LimitTimeout: 10 * time.Second}}
 		ready, exited := make(chan string, 1), make(chan error, 1)
 		go func() { exited <- run(ctx, cfg, io.Discard, ready) }()
 		var addr string

@@ -27,6 +27,7 @@ BERTH_DIRECTORY_REFRESH (30s), BERTH_FOLLOW_MOVES_FOR (10s: how long a request
 follows its partition's moves before 503), BERTH_MAX_BODY_BYTES (1048576),
 BERTH_SHUTDOWN_TIMEOUT (20s), BERTH_LOG_FORMAT (json|text); BERTH_REDIS_URL,
 BERTH_RATE_LIMITS (e.g. hotel_writes=200/s:400,client_reads=100/s,guest_holds=5/s),
+BERTH_RATE_LIMIT_TIMEOUT (50ms: a decision that waits longer for Redis fails open),
 BERTH_WAITING_ROOMS (JSON or @file), BERTH_WAITING_ROOM_KEYS, BERTH_TOKEN_SECRET
 (required with waiting rooms), BERTH_TOKEN_MAX_TTL (24h), BERTH_TRUSTED_PROXIES
 (CIDRs of the proxies in front of the router: only their X-Forwarded-For is

@@ -1,6 +1,7 @@
 package routerd
 
 import (
+	"cmp"
 	"log/slog"
 	"net/http"
 	"os"
@@ -25,6 +26,9 @@ type ReadsConfig struct {
 	// Proxies are the trusted proxies in front of the router (BERTH_TRUSTED_PROXIES):
 	// the client address that keys budgets and tickets is read through them.
 	Proxies clientip.Proxies
+	// LimitTimeout bounds how long a rate-limit decision waits for Redis
+	// before the limiter fails open (BERTH_RATE_LIMIT_TIMEOUT, 50ms).
+	LimitTimeout time.Duration
 }
 
 func loadReads(errs *config.Errors) ReadsConfig {
@@ -38,6 +42,11 @@ func loadReads(errs *config.Errors) ReadsConfig {
 	errs.Check(err)
 	c.Rules, err = ratelimit.ParseRules(ratelimit.EnvVar, os.Getenv(ratelimit.EnvVar))
 	errs.Check(err)
+	c.LimitTimeout, err = config.Duration("BERTH_RATE_LIMIT_TIMEOUT", defaultLimitTimeout)
+	errs.Check(err)
+	if err == nil && c.LimitTimeout == 0 {
+		errs.Add("BERTH_RATE_LIMIT_TIMEOUT: must be more than 0")
+	}
 	c.Windows, c.Keys, err = waitingroom.Parse(os.Getenv(waitingroom.WindowsEnvVar), os.Getenv(waitingroom.KeysEnvVar))
 	errs.Check(err)
 	if (len(c.Rules) > 0 || len(c.Windows) > 0) && c.RedisURL == "" {
@@ -56,17 +65,23 @@ func loadReads(errs *config.Errors) ReadsConfig {
 	return c
 }
 
+// defaultLimitTimeout is how long a rate-limit decision waits for Redis:
+// the limiter protects the booking services and is no correctness fence, so
+// a slow Redis must cost a request little (docs/SECURITY.md).
+const defaultLimitTimeout = 50 * time.Millisecond
+
 // newLimiter returns the region's rate limiter, or nil without rate limits;
 // close releases its Redis client.
 func newLimiter(cfg ReadsConfig, region string, log *slog.Logger) (lim *ratelimit.Limiter, close func(), err error) {
 	if len(cfg.Rules) == 0 {
 		return nil, func() {}, nil
 	}
-	rdb, err := ratelimit.NewClient(cfg.RedisURL, 50*time.Millisecond)
+	timeout := cmp.Or(cfg.LimitTimeout, defaultLimitTimeout)
+	rdb, err := ratelimit.NewClient(cfg.RedisURL, timeout)
 	if err != nil {
 		return nil, nil, err
 	}
-	return ratelimit.New(rdb, ratelimit.Options{Prefix: "berth:" + region + ":rl", Logger: log}), func() { _ = rdb.Close() }, nil
+	return ratelimit.New(rdb, ratelimit.Options{Prefix: "berth:" + region + ":rl", Timeout: timeout, Logger: log}), func() { _ = rdb.Close() }, nil
 }
 
 // withReads puts the rate limits (lim, from newLimiter) in front of next,
