@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -25,9 +23,6 @@ func warmStatements(cfg serveConfig) []string {
 	return stmts
 }
 
-// errNotWarm is /readyz's answer until the warm-up has succeeded.
-var errNotWarm = errors.New("connections not warmed yet")
-
 // wireWarmUp opens BERTH_DB_WARM_CONNS connections with the hold path's
 // statements planned on each before /readyz reports ready, so that a
 // service just started (a deploy, the morning's first sale) answers its
@@ -42,12 +37,12 @@ func wireWarmUp(_ context.Context, w *wiring) error {
 	var warm atomic.Bool
 	w.ready = append(w.ready, readyCheck{"database warm-up", func(context.Context) error {
 		if !warm.Load() {
-			return errNotWarm
+			return postgres.ErrNotWarm
 		}
 		return nil
 	}})
 	w.runners = append(w.runners, func(ctx context.Context) {
-		if warmUntilDone(ctx, w.db, w.cfg.WarmConns, w.log, warmRetry{first: 100 * time.Millisecond, max: 5 * time.Second}) {
+		if w.db.WarmUntilDone(ctx, w.cfg.WarmConns, warmRetry, postgres.LogWarmUp(w.log)) {
 			warm.Store(true)
 		}
 	})
@@ -55,32 +50,4 @@ func wireWarmUp(_ context.Context, w *wiring) error {
 }
 
 // warmRetry is the backoff between warm-up attempts.
-type warmRetry struct{ first, max time.Duration }
-
-// warmUntilDone warms n connections of db, retrying with backoff until it
-// succeeds (true) or ctx ends (false).
-func warmUntilDone(ctx context.Context, db *postgres.DB, n int, log *slog.Logger, retry warmRetry) bool {
-	wait := retry.first
-	for attempt := 1; ; attempt++ {
-		start := time.Now()
-		actx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		st, err := db.Warm(actx, n)
-		cancel()
-		if err == nil {
-			log.Info("database connections warmed", "conns", st.Conns, "statements", st.Statements,
-				"took", time.Since(start).String(), "attempts", attempt)
-			return true
-		}
-		if ctx.Err() != nil {
-			return false
-		}
-		log.Warn("database warm-up failed; retrying (the service serves, not ready)", "attempt", attempt,
-			"retry_in", wait.String(), "err", err)
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, retry.max)
-	}
-}
+var warmRetry = postgres.WarmRetry{First: 100 * time.Millisecond, Max: 5 * time.Second}

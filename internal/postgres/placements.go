@@ -131,9 +131,7 @@ func (p *Placements) GetPlacement(ctx context.Context, kind berth.Kind, partitio
 	if _, err := uuid.Parse(partitionID); err != nil {
 		return placement.Placement{}, fmt.Errorf("%s %q: %w", kind, partitionID, placement.ErrNotFound)
 	}
-	rows, err := p.db.pool.Query(ctx,
-		`SELECT kind, partition_id::TEXT, home_region, version, updated_at FROM placements
-		 WHERE kind = $1 AND partition_id = $2`, string(kind), partitionID)
+	rows, err := p.db.pool.Query(ctx, placementSQL, string(kind), partitionID)
 	if err != nil {
 		return placement.Placement{}, classify(fmt.Errorf("get placement: %w", err))
 	}

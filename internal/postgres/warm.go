@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"regexp"
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -162,3 +164,60 @@ func HoldStatements() []string {
 		lockBatchNightsSQL, takeBatchSQL, countBatchGuestsSQL, insertBatchReservationsSQL, insertBatchEventsSQL, claimBatchKeysSQL,
 	}
 }
+
+// ErrNotWarm is a readiness check's answer until WarmUntilDone succeeded.
+var ErrNotWarm = errors.New("connections not warmed yet")
+
+// WarmRetry is the backoff between the attempts of WarmUntilDone.
+type WarmRetry struct{ First, Max time.Duration }
+
+// WarmUntilDone warms n connections (Warm), retrying with backoff until it
+// succeeds (true) or ctx ends (false). report is told of every attempt:
+// its stats, or its error and the wait before the next one. A service runs
+// it in the background and reports ready only once it returned true, so a
+// database briefly away at start delays readiness, never kills the service.
+func (db *DB) WarmUntilDone(ctx context.Context, n int, retry WarmRetry, report func(attempt int, st WarmStats, took, wait time.Duration, err error)) bool {
+	wait := retry.First
+	for attempt := 1; ; attempt++ {
+		start := time.Now()
+		actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		st, err := db.Warm(actx, n)
+		cancel()
+		if ctx.Err() != nil {
+			return false
+		}
+		report(attempt, st, time.Since(start), wait, err)
+		if err == nil {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, retry.Max)
+	}
+}
+
+// LogWarmUp is a WarmUntilDone report that logs each attempt: its
+// success, or its failure and the retry.
+func LogWarmUp(log *slog.Logger) func(int, WarmStats, time.Duration, time.Duration, error) {
+	return func(attempt int, st WarmStats, took, wait time.Duration, err error) {
+		if err != nil {
+			log.Warn("database warm-up failed; retrying (the service serves, not ready)", "attempt", attempt,
+				"retry_in", wait.String(), "err", err)
+			return
+		}
+		log.Info("database connections warmed", "conns", st.Conns, "statements", st.Statements,
+			"took", took.String(), "attempts", attempt)
+	}
+}
+
+// placementSQL reads one partition's placement (a router's cache miss).
+const placementSQL = `SELECT kind, partition_id::TEXT, home_region, version, updated_at FROM placements
+		 WHERE kind = $1 AND partition_id = $2`
+
+// PlacementStatements returns the statement of a router's placement cache
+// miss, which a flash sale of a new hotel sends from every router at its
+// start, to warm a router's pool with.
+func PlacementStatements() []string { return []string{placementSQL} }

@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/berthhq/berth/internal/berth"
@@ -166,6 +167,10 @@ func load(o Overrides, embedded bool) (Config, error) {
 
 // Run wires the router by hand and serves until ctx ends. When ready is not
 // nil, the bound address is sent on it once the server listens.
+// dbConns is the router's pool: placement reads only (a cache miss, the
+// directory's reload), all kept open and warm.
+const dbConns = 4
+
 func Run(ctx context.Context, cfg Config, stdout io.Writer, ready chan<- string) error {
 	var h slog.Handler = slog.NewJSONHandler(stdout, nil)
 	if cfg.LogFormat == "text" {
@@ -181,11 +186,34 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, ready chan<- string)
 	if _, err := telemetry.ServePprof(ctx, cfg.PprofAddr, log); err != nil {
 		return cli.Usage(err)
 	}
-	db, err := postgres.Open(ctx, cfg.DatabaseURL, postgres.Options{MaxConns: 4, StatementTimeout: 5 * time.Second, Telemetry: tel})
+	// Every connection of the pool is opened, and has planned the
+	// placement read of a cache miss, before the router reports ready: a
+	// flash sale of a new hotel misses at every router at once, and on a
+	// fresh platform those misses would each open a connection to a cold
+	// backend (docs/PERFORMANCE.md, "A fresh platform's first sale").
+	db, err := postgres.Open(ctx, cfg.DatabaseURL, postgres.Options{MaxConns: dbConns, MinConns: dbConns,
+		StatementTimeout: 5 * time.Second, Telemetry: tel, Warm: postgres.PlacementStatements()})
 	if err != nil {
 		return fmt.Errorf("database: %w", err)
 	}
 	defer db.Close()
+	var warm atomic.Bool
+	warmDone := make(chan struct{})
+	defer func() { <-warmDone }() // before db.Close
+	warmCtx, stopWarm := context.WithCancel(ctx)
+	defer stopWarm()
+	go func() {
+		defer close(warmDone)
+		if db.WarmUntilDone(warmCtx, dbConns, postgres.WarmRetry{First: 100 * time.Millisecond, Max: 5 * time.Second}, postgres.LogWarmUp(log)) {
+			warm.Store(true)
+		}
+	}()
+	warmReady := func(ctx context.Context) error {
+		if !warm.Load() {
+			return postgres.ErrNotWarm
+		}
+		return db.Ping(ctx)
+	}
 	dir := placement.NewDirectory(postgres.NewPlacements(db), log)
 	if err := dir.Load(ctx); err != nil {
 		// Not fatal: /readyz says not ready and the refresher keeps trying.
@@ -227,7 +255,7 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, ready chan<- string)
 	}
 	rt, err := router.New(router.Config{
 		Region: cfg.Region, Bookings: cfg.BookingURLs, ReadModel: cfg.ReadModelURL, Directory: dir,
-		Logger: log, MaxBodyBytes: int64(cfg.MaxBodyBytes), Ready: db.Ping, FollowMovesFor: cfg.FollowMovesFor,
+		Logger: log, MaxBodyBytes: int64(cfg.MaxBodyBytes), Ready: warmReady, FollowMovesFor: cfg.FollowMovesFor,
 		Transport: tel.HopTransport(upstream), Writes: writes, TrustedProxies: cfg.Reads.Proxies,
 	})
 	if err != nil {
