@@ -28,7 +28,8 @@ import (
 //	go test -run '^$' -bench FirstHoldOfAPool -benchtime 30x ./internal/postgres/
 func BenchmarkFirstHoldOfAPool(b *testing.B) {
 	env := bookingtest.Start(b, bookingtest.Options{})
-	h := env.SeedHotel("", 1000, 0, bookingtest.Date(1), bookingtest.Date(5))
+	// Rooms enough for any -benchtime (make bench runs 3 s).
+	h := env.SeedHotel("", 100_000, 0, bookingtest.Date(1), bookingtest.Date(5))
 	in, _ := reservation.ParseDate(bookingtest.Date(2))
 	stay := reservation.Stay{CheckIn: in, CheckOut: in.AddDays(2)}
 	ctx := context.Background()
