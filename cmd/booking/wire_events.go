@@ -72,6 +72,7 @@ func wireEvents(ctx context.Context, w *wiring) error {
 	w.js = js
 	relay := natsbus.NewRelay(js, w.store, natsbus.RelayConfig{
 		Region: w.cfg.Region, Batch: batch, Poll: poll, Retention: retention, Log: w.log,
+		MeterProvider:  w.tel.MeterProvider(),
 		TracerProvider: w.tel.TracerProvider(),
 	})
 	// The region's cache (when configured) drops a partition's cached reads

@@ -7,11 +7,16 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/berthhq/berth/internal/events"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -29,13 +34,20 @@ type RelayConfig struct {
 	Batch      int           // events claimed per round (500)
 	Poll       time.Duration // pause when the outbox is drained (50ms)
 	Retention  time.Duration // sent rows are pruned after it (72h)
-	PruneEvery time.Duration // (1m)
-	MaxBackoff time.Duration // cap of the backoff when NATS or the DB fails (5s)
-	AckTimeout time.Duration // per batch wait for PubAcks (5s)
-	Log        *slog.Logger
+	PruneEvery time.Duration // pause between prune runs once caught up (1m)
+	PruneBatch int           // sent rows deleted per statement (2,000)
+	// PruneBudget bounds one prune run (1s): a run that has not caught up
+	// by then goes on after Poll instead of after PruneEvery.
+	PruneBudget time.Duration
+	MaxBackoff  time.Duration // cap of the backoff when NATS or the DB fails (5s)
+	AckTimeout  time.Duration // per batch wait for PubAcks (5s)
+	Log         *slog.Logger
 	// TracerProvider makes the producer spans of traced events (default
 	// the global provider).
 	TracerProvider trace.TracerProvider
+	// MeterProvider gets the pruned-rows counter (default the global
+	// provider).
+	MeterProvider metric.MeterProvider
 }
 
 // Relay publishes the outbox of one region to JetStream.
@@ -44,6 +56,7 @@ type Relay struct {
 	out    Outbox
 	cfg    RelayConfig
 	tracer trace.Tracer
+	pruned metric.Int64Counter
 }
 
 // NewRelay returns a relay; call Run.
@@ -60,6 +73,12 @@ func NewRelay(js jetstream.JetStream, out Outbox, cfg RelayConfig) *Relay {
 	if cfg.PruneEvery <= 0 {
 		cfg.PruneEvery = time.Minute
 	}
+	if cfg.PruneBatch <= 0 {
+		cfg.PruneBatch = 2_000
+	}
+	if cfg.PruneBudget <= 0 {
+		cfg.PruneBudget = time.Second
+	}
 	if cfg.MaxBackoff <= 0 {
 		cfg.MaxBackoff = 5 * time.Second
 	}
@@ -69,7 +88,17 @@ func NewRelay(js jetstream.JetStream, out Outbox, cfg RelayConfig) *Relay {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	return &Relay{js: js, out: out, cfg: cfg, tracer: tracer(cfg.TracerProvider)}
+	if cfg.MeterProvider == nil {
+		cfg.MeterProvider = otel.GetMeterProvider()
+	}
+	pruned, err := cfg.MeterProvider.Meter(tracerName).Int64Counter("berth.outbox.pruned",
+		metric.WithUnit("{event}"), metric.WithDescription("Sent outbox events deleted after the retention"))
+	if err != nil {
+		// A counter that cannot be built must not stop the relay.
+		cfg.Log.Warn("outbox pruned counter", "err", err)
+		pruned = noop.Int64Counter{}
+	}
+	return &Relay{js: js, out: out, cfg: cfg, tracer: tracer(cfg.TracerProvider), pruned: pruned}
 }
 
 // Run relays until ctx ends. A batch in flight when ctx ends is finished
@@ -86,7 +115,16 @@ func (r *Relay) Run(ctx context.Context) {
 		sleep(ctx, bo.next())
 	}
 	bo.reset()
-	lastPrune := time.Time{}
+	// Pruning runs beside the relay, not between its rounds: a relay kept
+	// busy by full rounds never paused long enough to prune, and the sent
+	// rows grew without bound (ADR 0016).
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		r.pruneLoop(ctx, log)
+	}()
+	defer wg.Wait()
 	for ctx.Err() == nil {
 		// The round runs on a context that ignores cancellation so that a
 		// stop finishes the batch in flight instead of tearing it.
@@ -106,16 +144,60 @@ func (r *Relay) Run(ctx context.Context) {
 			continue // more is waiting
 		}
 		bo.reset()
-		if time.Since(lastPrune) > r.cfg.PruneEvery {
-			lastPrune = time.Now()
-			if pruned, err := r.out.PruneOutbox(ctx, r.cfg.Retention, 10_000); err != nil && ctx.Err() == nil {
-				log.Warn("prune outbox", "err", err)
-			} else if pruned > 0 {
-				log.Info("pruned outbox", "count", pruned)
-			}
-		}
 		sleep(ctx, r.cfg.Poll)
 	}
+}
+
+// pruneLoop runs prune until ctx ends: every PruneEvery once caught up,
+// after Poll while behind, after a backoff when the database fails.
+func (r *Relay) pruneLoop(ctx context.Context, log *slog.Logger) {
+	bo := backoff{base: r.cfg.Poll, max: r.cfg.MaxBackoff}
+	for ctx.Err() == nil {
+		caughtUp, err := r.Prune(ctx)
+		switch {
+		case err != nil:
+			if ctx.Err() == nil {
+				log.Warn("prune outbox", "err", err)
+			}
+			sleep(ctx, bo.next())
+		case caughtUp:
+			bo.reset()
+			sleep(ctx, r.cfg.PruneEvery)
+		default:
+			bo.reset()
+			sleep(ctx, r.cfg.Poll)
+		}
+	}
+}
+
+// Prune runs one prune: it deletes the region's sent events older than
+// the retention in statements of at most PruneBatch rows (each one short,
+// so none holds its locks long) until a statement deletes fewer than that
+// (caughtUp) or PruneBudget is spent.
+func (r *Relay) Prune(ctx context.Context) (caughtUp bool, err error) {
+	start := time.Now()
+	total := 0
+	defer func() {
+		if total > 0 {
+			r.pruned.Add(context.WithoutCancel(ctx), int64(total), metric.WithAttributes(attribute.String("region", r.cfg.Region)))
+			r.cfg.Log.Info("pruned outbox", "component", "outbox-relay", "relay_region", r.cfg.Region,
+				"count", total, "caught_up", caughtUp, "took", time.Since(start).String())
+		}
+	}()
+	for ctx.Err() == nil {
+		n, err := r.out.PruneOutbox(ctx, r.cfg.Retention, r.cfg.PruneBatch)
+		total += n
+		if err != nil {
+			return false, err
+		}
+		if n < r.cfg.PruneBatch {
+			return true, nil
+		}
+		if time.Since(start) >= r.cfg.PruneBudget {
+			return false, nil
+		}
+	}
+	return false, ctx.Err()
 }
 
 // publish sends a claimed batch asynchronously and waits for every PubAck.

@@ -35,7 +35,8 @@ func Migrate(ctx context.Context, db *DB) (MigrationResult, error) {
 	defer sqlDB.Close()
 	// Out-of-order steps are applied too: parallel work lands migrations whose
 	// numbers sort before ones already applied on long-lived databases.
-	p, err := goose.NewProvider(goose.DialectPostgres, sqlDB, schema.Migrations, goose.WithAllowOutofOrder(true))
+	p, err := goose.NewProvider(goose.DialectPostgres, sqlDB, schema.Migrations, goose.WithAllowOutofOrder(true),
+		goose.WithGoMigrations(postgresOnly(db.Engine, 960, outboxCreatedBRIN, `DROP INDEX IF EXISTS outbox_created_brin`)))
 	if err != nil {
 		return res, fmt.Errorf("load migrations: %w", err)
 	}
@@ -52,6 +53,31 @@ func Migrate(ctx context.Context, db *DB) (MigrationResult, error) {
 		}
 	}
 	return res, nil
+}
+
+// outboxCreatedBRIN lets the outbox's prune find the expired rows without
+// reading the whole table (Store.PruneOutbox). BRIN keeps one entry per
+// range of table blocks — created_at follows the insert order — so an
+// insert almost never writes to it (docs/PERFORMANCE.md). CockroachDB has
+// no BRIN; its overlay expires sent rows with row-level TTL instead
+// (schema/cockroach/00960_outbox_ttl.sql).
+const outboxCreatedBRIN = `CREATE INDEX IF NOT EXISTS outbox_created_brin ON outbox USING BRIN (created_at)`
+
+// postgresOnly is a migration step that runs its statement only on
+// PostgreSQL: the shared schema must stay portable (schema_test), and on
+// CockroachDB the step is recorded as applied and does nothing. One DDL
+// statement per step, as in schema/.
+func postgresOnly(engine Engine, version int64, up, down string) *goose.Migration {
+	run := func(stmt string) *goose.GoFunc {
+		return &goose.GoFunc{RunDB: func(ctx context.Context, db *sql.DB) error {
+			if engine == EngineCockroach {
+				return nil
+			}
+			_, err := db.ExecContext(ctx, stmt)
+			return err
+		}}
+	}
+	return goose.NewGoMigration(version, run(up), run(down))
 }
 
 // applyOverlay runs every overlay file not yet recorded, in name order.
