@@ -2,8 +2,12 @@ package main
 
 import (
 	"context"
+	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -93,5 +97,77 @@ func TestRouterNotReadyUntilWarmed(t *testing.T) {
 	}
 	if open < 4 {
 		t.Errorf("%d connections of the router open when it reports ready, want its pool's 4", open)
+	}
+}
+
+// A router opens a few connections to every booking service it reaches
+// over the network as it starts, and keeps them: a flash sale's first
+// requests find them open instead of each dialling one.
+func TestRouterKeepsHopConnectionsOpen(t *testing.T) {
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
+	_, url := dbtest.New(t, postgres.Options{})
+	var (
+		mu      sync.Mutex
+		opened  int
+		idle    = map[net.Conn]bool{}
+		healthz int
+	)
+	booking := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		if r.URL.Path == "/healthz" {
+			healthz++
+		}
+		mu.Unlock()
+		w.WriteHeader(http.StatusOK)
+	}))
+	booking.Config.ConnState = func(c net.Conn, st http.ConnState) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch st {
+		case http.StateNew:
+			opened++
+		case http.StateIdle:
+			idle[c] = true
+		case http.StateActive, http.StateClosed, http.StateHijacked:
+			delete(idle, c)
+		}
+	}
+	booking.Start()
+	defer booking.Close()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cfg := serveConfig{Region: "us-east", Addr: "127.0.0.1:0", BookingURLs: map[string]string{"us-east": booking.URL},
+		DatabaseURL: url, DirectoryRefresh: time.Minute, MaxBodyBytes: 1 << 20, ShutdownTimeout: 10 * time.Second,
+		LogFormat: "json", Telemetry: []telemetry.Option{telemetry.WithSyncSpanExporter(tracetest.NewInMemoryExporter()), telemetry.WithoutGlobals()}}
+	ready, exited := make(chan string, 1), make(chan error, 1)
+	go func() { exited <- run(ctx, cfg, io.Discard, ready) }()
+	select {
+	case <-ready:
+	case err := <-exited:
+		t.Fatalf("run: %v", err)
+	}
+	defer func() {
+		cancel()
+		if err := <-exited; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	}()
+	const want = 32 // routerd's hopWarmConns
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		mu.Lock()
+		o, i, h := opened, len(idle), healthz
+		mu.Unlock()
+		if i >= want {
+			if o > h {
+				t.Errorf("%d connections opened for %d requests: some were not used", o, h)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the booking service sees %d idle connections of the router (%d opened, %d requests), want %d", i, o, h, want)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

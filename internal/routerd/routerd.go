@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -167,6 +168,49 @@ func load(o Overrides, embedded bool) (Config, error) {
 
 // Run wires the router by hand and serves until ctx ends. When ready is not
 // nil, the bound address is sent on it once the server listens.
+// hopWarmConns connections to every booking service reached over the
+// network are kept open, re-used at least every hopWarmEvery (under the
+// transport's 90 s idle timeout): a flash sale's first requests would
+// otherwise each dial one (docs/PERFORMANCE.md, "A fresh platform's first
+// sale": the hop's gap grew to tens of ms in a platform's first sale, and
+// stayed under a ms in its second, which found the first one's open).
+const (
+	hopWarmConns = 32
+	hopWarmEvery = time.Minute
+)
+
+// keepHopWarm opens n connections to each of urls at once (n requests to
+// its /healthz in flight together; the transport keeps them idle after)
+// now and every interval until ctx ends. Best effort: a booking service
+// that does not answer is simply not warmed (forwarding reports its
+// failures), and the router's readiness does not depend on it.
+func keepHopWarm(ctx context.Context, t http.RoundTripper, urls []string, n int, every time.Duration) {
+	c := &http.Client{Transport: t, Timeout: 5 * time.Second}
+	for {
+		var wg sync.WaitGroup
+		for _, u := range urls {
+			for range n {
+				wg.Go(func() {
+					req, err := http.NewRequestWithContext(ctx, http.MethodGet, u+"/healthz", nil)
+					if err != nil {
+						return
+					}
+					if resp, err := c.Do(req); err == nil {
+						_, _ = io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+					}
+				})
+			}
+		}
+		wg.Wait()
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(every):
+		}
+	}
+}
+
 // dbConns is the router's pool: placement reads only (a cache miss, the
 // directory's reload), all kept open and warm.
 const dbConns = 4
@@ -245,7 +289,18 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, ready chan<- string)
 		writes = counter
 	}
 	defer func() { stopCounts() }()
-	var upstream http.RoundTripper = router.NewTransport()
+	hop := router.NewTransport()
+	var upstream http.RoundTripper = hop
+	var remote []string // the booking services reached over the network
+	for region, u := range cfg.BookingURLs {
+		if region != cfg.Region || cfg.Local == nil {
+			remote = append(remote, u)
+		}
+	}
+	hopCtx, stopHop := context.WithCancel(ctx)
+	hopDone := make(chan struct{})
+	go func() { defer close(hopDone); keepHopWarm(hopCtx, hop, remote, hopWarmConns, hopWarmEvery) }()
+	defer func() { stopHop(); <-hopDone }()
 	if cfg.Local != nil {
 		// Under the hop's instrumentation, so the in-process request carries
 		// the trace context exactly as a forwarded one does.
