@@ -4,4 +4,4 @@
 -- expiration) never expire. The relay's own prune (Store.PruneOutbox) keeps
 -- working too; it has no BRIN index here (PostgreSQL's 00960) and finds
 -- little left to delete.
-ALTER TABLE outbox SET (ttl_expiration_expression = $$sent_at + INTERVAL '72 hours'$$, ttl_job_cron = '@hourly');
+ALTER TABLE outbox SET (ttl_expiration_expression = 'sent_at + INTERVAL ''72 hours''', ttl_job_cron = '@hourly');
