@@ -168,8 +168,9 @@ func load(o Overrides, embedded bool) (Config, error) {
 
 // Run wires the router by hand and serves until ctx ends. When ready is not
 // nil, the bound address is sent on it once the server listens.
-// hopWarmConns connections to every booking service reached over the
-// network are kept open, re-used at least every hopWarmEvery (under the
+// Up to hopWarmConns connections to every booking service reached over
+// the network are kept open (that many requests in flight together open
+// fewer when some are answered before others start), re-used at least every hopWarmEvery (under the
 // transport's 90 s idle timeout): a flash sale's first requests would
 // otherwise each dial one (docs/PERFORMANCE.md, "A fresh platform's first
 // sale": the hop's gap grew to tens of ms in a platform's first sale, and
