@@ -69,11 +69,14 @@ const outboxCreatedBRIN = `CREATE INDEX IF NOT EXISTS outbox_created_brin ON out
 // statement per step, as in schema/.
 func postgresOnly(engine Engine, version int64, up, down string) *goose.Migration {
 	run := func(stmt string) *goose.GoFunc {
-		return &goose.GoFunc{RunDB: func(ctx context.Context, db *sql.DB) error {
+		// In goose's transaction, on its connection, as the SQL steps run: a
+		// step on the *sql.DB would wait for a second connection, which a
+		// pool of one never has (the migration hung).
+		return &goose.GoFunc{RunTx: func(ctx context.Context, tx *sql.Tx) error {
 			if engine == EngineCockroach {
 				return nil
 			}
-			_, err := db.ExecContext(ctx, stmt)
+			_, err := tx.ExecContext(ctx, stmt)
 			return err
 		}}
 	}
