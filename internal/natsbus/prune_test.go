@@ -79,12 +79,8 @@ func TestPruneCatchesUpInBoundedBatches(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	db, url := dbtest.New(t, postgres.Options{})
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	db, _ := dbtest.New(t, postgres.Options{})
+	pool := dbtest.SQL(db)
 	f := seedPrune(t, ctx, pool, 35)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	out := &countingOutbox{Outbox: postgres.NewStore(db, "us-east", time.Minute)}
@@ -144,12 +140,8 @@ func TestPruneRunsWhileTheRelayIsBusy(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	db, url := dbtest.New(t, postgres.Options{})
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	db, _ := dbtest.New(t, postgres.Options{})
+	pool := dbtest.SQL(db)
 	f := seedPrune(t, ctx, pool, 25)
 	// A backlog of unsent events relayed one a round keeps every round full.
 	if _, err := pool.Exec(ctx, `INSERT INTO outbox (partition_id, event_id, home_region, kind, event_type,
