@@ -10,14 +10,18 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func newRoot() *cobra.Command {
+// newRoot builds the command tree; the caller stops the CPU profile
+// (--cpuprofile) once the command has returned, however it ended.
+func newRoot() (*cobra.Command, *cpuProfile) {
 	root := &cobra.Command{Use: "loadtest", Short: "Berth's SRE loadtest suite", SilenceUsage: true, SilenceErrors: true,
 		Long: "Open-loop load against a running Berth platform (default: the routers in .local/env), with an\n" +
 			"invariant audit of the database at the end of every run, JSON and HTML reports, and SLOs."}
 	root.AddCommand(checkInMorningCmd())
 	root.AddCommand(flashSaleCmd(), hotelMixCmd(), baselineCmd(), regionMoveCmd(), soakCmd(), clinicOpeningCmd(),
 		compareCmd(), seedCmd(), strategiesCmd(), txcostCmd(), geoCmd(), originFollowCmd(), searchCmd(), searchBuildCmd())
-	return root
+	prof := &cpuProfile{}
+	prof.register(root)
+	return root, prof
 }
 
 func checkInMorningCmd() *cobra.Command {

@@ -27,7 +27,12 @@ func main() {
 	} else if path != "" {
 		fmt.Fprintln(os.Stderr, "loadtest: platform settings from", path)
 	}
-	if err := newRoot().ExecuteContext(ctx); err != nil {
+	root, prof := newRoot()
+	err := root.ExecuteContext(ctx)
+	if perr := prof.stop(); perr != nil && err == nil {
+		err = perr
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "loadtest:", err)
 		os.Exit(1)
 	}

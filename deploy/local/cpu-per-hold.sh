@@ -26,7 +26,8 @@
 # measure instead of building this tree's: before/after comparisons),
 # TXCOST=0 (skip step 2), PROFILE_DIR (unset: no profiling; else every service serves net/http/pprof
 # on PORT_BASE+39… and a CPU profile of PROFILE_SECONDS (10) of each, taken
-# during the run, lands there as <service>.pprof), KEEP_LOGS=1 (keep the
+# during the run, lands there as <service>.pprof; the load generator's own,
+# of its whole run, as loadtest.pprof), KEEP_LOGS=1 (keep the
 # scratch directory with the services' logs), STATEMENTS=1 (print the
 # statements of the scratch database during the holds, per hold: calls,
 # execution time and shared buffers, from pg_stat_statements; the server
@@ -49,7 +50,14 @@ cpu_pids="redis=$REDIS_PID,nats=$NATS_PID"
 for name in "${!PID_OF[@]}"; do cpu_pids+=",$name=${PID_OF[$name]}"; done
 log "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 OUT="$WORK/baseline.txt"
-"$BIN/loadtest" baseline --mode http --duration "$DURATION" --workers "$WORKERS" --hotels "$HOTELS" \
+gen_prof=()
+if [[ -n "${PROFILE_DIR:-}" && "$("$BIN/loadtest" --help 2>/dev/null || true)" == *--cpuprofile* ]]; then
+	# The generator's own profile, of its whole run (seeding and audit
+	# included: go tool pprof -focus engine.Run keeps the holds).
+	mkdir -p "$PROFILE_DIR"
+	gen_prof=(--cpuprofile "$PROFILE_DIR/loadtest.pprof")
+fi
+"$BIN/loadtest" "${gen_prof[@]}" baseline --mode http --duration "$DURATION" --workers "$WORKERS" --hotels "$HOTELS" \
 	--room-types "$ROOM_TYPES" --nights "$NIGHTS" --entry "${ENTRY:-home}" --cpu-pids "$cpu_pids" --cpu-postgres --quiet \
 	--name "cpu-per-hold-$(date +%Y%m%d-%H%M%S)" 2>&1 | tee "$OUT" &
 run=$!

@@ -115,6 +115,10 @@ type Client struct {
 	admin   string
 	ops     string
 	guests  sync.Map // guest id → token
+	// do sends Do's requests (HTTP's transport, no Timeout of its own);
+	// timeout bounds each.
+	do      *http.Client
+	timeout time.Duration
 	// Follows counts 421 answers followed to the home region.
 	Follows atomic.Int64
 }
@@ -141,13 +145,13 @@ func New(t Targets, secret, adminToken, opsToken string, timeout time.Duration) 
 			return nil, err
 		}
 	}
-	tr := &http.Transport{
-		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:        4096,
-		MaxIdleConnsPerHost: 1024,
-		IdleConnTimeout:     60 * time.Second,
-	}
+	tr := NewTransport()
 	c.HTTP = &http.Client{Transport: tr, Timeout: timeout}
+	// Do's requests carry their timeout in their context: http.Client's
+	// own Timeout starts a goroutine and a timer per request for a
+	// transport other than net/http's.
+	c.do = &http.Client{Transport: tr}
+	c.timeout = timeout
 	return c, nil
 }
 
@@ -279,6 +283,11 @@ func (c *Client) send(ctx context.Context, req Request, body []byte) (Response, 
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
+	if c.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+	}
 	hr, err := http.NewRequestWithContext(ctx, req.Method, c.Targets.URL[req.Region]+req.Path, rd)
 	if err != nil {
 		return Response{}, fmt.Errorf("build request: %w", err)
@@ -295,16 +304,34 @@ func (c *Client) send(ctx context.Context, req Request, body []byte) (Response, 
 	for k, v := range req.Header {
 		hr.Header.Set(k, v)
 	}
-	resp, err := c.HTTP.Do(hr)
+	resp, err := c.do.Do(hr)
 	if err != nil {
 		return Response{}, fmt.Errorf("%s %s: %w", req.Method, req.Path, err)
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	data, err := readBody(resp)
 	if err != nil {
 		return Response{}, fmt.Errorf("read %s %s: %w", req.Method, req.Path, err)
 	}
 	return Response{Status: resp.StatusCode, Header: resp.Header, Body: data, Region: req.Region}, nil
+}
+
+// maxBody bounds what a response body may hold.
+const maxBody = 4 << 20
+
+// readBody reads a response's body, at most maxBody bytes. The platform
+// answers with a Content-Length, so the body is read into a slice of its
+// size at once, rather than grown from 512 bytes as io.ReadAll does (a
+// copy and a cleared allocation per step, on every request).
+func readBody(resp *http.Response) ([]byte, error) {
+	if n := resp.ContentLength; n >= 0 && n <= maxBody {
+		data := make([]byte, n)
+		if _, err := io.ReadFull(resp.Body, data); err != nil {
+			return nil, err
+		}
+		return data, nil
+	}
+	return io.ReadAll(io.LimitReader(resp.Body, maxBody))
 }
 
 // Close releases idle connections.

@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 )
@@ -35,5 +36,55 @@ func TestBaselineSQLLegRunsTheStoresHold(t *testing.T) {
 		if !c.OK {
 			t.Errorf("check %s failed: %s", c.Name, c.Detail)
 		}
+	}
+}
+
+// The HTTP leg against a real booking server: every hold is a real,
+// authenticated request of its own — its own guest, token and
+// Idempotency-Key — and the database holds one reservation and one
+// idempotency key per 201 the generator counted, each guest's once.
+func TestBaselineHTTPLegSendsDistinctAuthenticatedHolds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end")
+	}
+	e := startEnv(t)
+	r, err := e.RunBaseline(context.Background(), Baseline{Hotels: 2, RoomTypes: 2, Nights: 5, Mode: "http",
+		Load: Load{Workers: 4, Duration: time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := r.Ops["hold_http"]
+	if s.Count == 0 || s.Outcomes["ok"] != s.Count {
+		t.Fatalf("hold_http: %d holds, outcomes %v; want every one ok", s.Count, s.Outcomes)
+	}
+	for _, c := range r.Checks {
+		if !c.OK {
+			t.Errorf("check %s failed: %s", c.Name, c.Detail)
+		}
+	}
+	var reservations, guests, keys int64
+	if err := e.DB.QueryRow(context.Background(), `SELECT count(*), count(DISTINCT guest_id) FROM reservations`).Scan(&reservations, &guests); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.DB.QueryRow(context.Background(), `SELECT count(DISTINCT idem_key) FROM idempotency_keys`).Scan(&keys); err != nil {
+		t.Fatal(err)
+	}
+	if reservations != s.Count || guests != s.Count || keys != s.Count {
+		t.Errorf("%d holds answered 201; the database has %d reservations of %d guests and %d idempotency keys", s.Count, reservations, guests, keys)
+	}
+}
+
+// holdBody encodes to the bytes of the map it replaced (encoding/json sorts
+// a map's keys): the platform receives the same hold body as before.
+func TestHoldBodyEncoding(t *testing.T) {
+	t.Parallel()
+	got, err := json.Marshal(holdBody("base-0123456789ab", "rt-1", "2026-12-08", "2026-12-09", 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := json.Marshal(map[string]any{"guest_id": "base-0123456789ab", "room_type_id": "rt-1", "check_in": "2026-12-08",
+		"check_out": "2026-12-09", "quantity": 2})
+	if string(got) != string(want) {
+		t.Fatalf("holdBody encodes to %s, the map to %s", got, want)
 	}
 }
