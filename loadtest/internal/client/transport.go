@@ -125,19 +125,37 @@ func (t *Transport) dial(ctx context.Context, addr string) (*conn, bool, error) 
 }
 
 // put returns a connection whose answer was read to the end to the pool.
+// The pool is a stack (the most recently used on top, so a closed loop keeps
+// re-using warm connections); the ones at its bottom idle past IdleTimeout
+// — left over from a burst with more requests in flight — are closed here,
+// rather than held open until the server closes them.
 func (t *Transport) put(addr string, c *conn) {
 	c.lastUsed = time.Now()
+	var stale []*conn
 	t.mu.Lock()
 	if t.idle == nil {
 		t.idle = map[string][]*conn{}
 	}
-	if len(t.idle[addr]) < t.MaxIdlePerHost {
-		t.idle[addr] = append(t.idle[addr], c)
+	cs := t.idle[addr]
+	n := 0
+	for n < len(cs) && c.lastUsed.Sub(cs[n].lastUsed) >= t.IdleTimeout {
+		n++
+	}
+	if n > 0 {
+		stale = append(stale, cs[:n]...)
+		cs = append(cs[:0], cs[n:]...)
+	}
+	if len(cs) < t.MaxIdlePerHost {
+		cs = append(cs, c)
 		c = nil
 	}
+	t.idle[addr] = cs
 	t.mu.Unlock()
 	if c != nil {
-		c.nc.Close()
+		stale = append(stale, c)
+	}
+	for _, s := range stale {
+		s.nc.Close()
 	}
 }
 

@@ -352,3 +352,47 @@ func TestTransportGzip(t *testing.T) {
 		t.Fatalf("%q", b)
 	}
 }
+
+// TestTransportPutClosesStaleIdleConnections: returning a connection to the
+// pool closes the ones beneath it idle past IdleTimeout and keeps the
+// others, the returned one on top; past MaxIdlePerHost it is closed.
+func TestTransportPutClosesStaleIdleConnections(t *testing.T) {
+	t.Parallel()
+	tr := NewTransport()
+	tr.IdleTimeout = time.Minute
+	tr.MaxIdlePerHost = 3
+	now := time.Now()
+	pipe := func(idle time.Duration) (*conn, net.Conn) {
+		a, b := net.Pipe()
+		t.Cleanup(func() { a.Close(); b.Close() })
+		return &conn{nc: a, lastUsed: now.Add(-idle)}, b
+	}
+	old1, peer1 := pipe(2 * time.Minute)
+	old2, peer2 := pipe(90 * time.Second)
+	fresh, peerFresh := pipe(time.Second)
+	tr.idle = map[string][]*conn{"h:80": {old1, old2, fresh}}
+	back, _ := pipe(0)
+	tr.put("h:80", back)
+	if got := tr.idle["h:80"]; len(got) != 2 || got[0] != fresh || got[1] != back {
+		t.Fatalf("pool after put: %d connections, want [fresh, returned]", len(got))
+	}
+	closed := func(peer net.Conn) bool {
+		_ = peer.SetReadDeadline(time.Now().Add(time.Second))
+		_, err := peer.Read(make([]byte, 1))
+		return err == io.EOF
+	}
+	if !closed(peer1) || !closed(peer2) {
+		t.Error("a connection idle past IdleTimeout was left open")
+	}
+	_ = peerFresh.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	if _, err := peerFresh.Read(make([]byte, 1)); err == io.EOF {
+		t.Error("a connection within IdleTimeout was closed")
+	}
+	a, _ := pipe(0)
+	b, peerB := pipe(0)
+	tr.put("h:80", a)
+	tr.put("h:80", b)
+	if len(tr.idle["h:80"]) != 3 || !closed(peerB) {
+		t.Errorf("past MaxIdlePerHost: %d idle, the extra one closed %v", len(tr.idle["h:80"]), closed(peerB))
+	}
+}
