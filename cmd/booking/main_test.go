@@ -19,6 +19,7 @@ import (
 	"github.com/berthhq/berth/internal/bookingtest"
 	"github.com/berthhq/berth/internal/cli"
 	"github.com/berthhq/berth/internal/dbtest"
+	"github.com/berthhq/berth/internal/paymentprovider"
 	"github.com/berthhq/berth/internal/postgres"
 	"github.com/berthhq/berth/internal/routerd"
 	"github.com/berthhq/berth/internal/telemetry"
@@ -107,6 +108,7 @@ func startServiceWith(t *testing.T, opts serviceOptions) *service {
 		LockTimeout: time.Minute, StatementTimeout: time.Minute,
 		SweepInterval: time.Second, MaxConns: 32, ShutdownTimeout: time.Minute, LogFormat: "json",
 		GuestLimits: berth.DefaultGuestLimits,
+		Payments:    paymentprovider.Config{Kind: "dev", DevIntentSecret: bookingtest.DevIntentSecret},
 		telemetry:   []telemetry.Option{telemetry.WithSyncSpanExporter(spans), telemetry.WithoutGlobals()},
 	}
 	routeReady := make(chan string, 1)
@@ -141,7 +143,7 @@ func startServiceWith(t *testing.T, opts serviceOptions) *service {
 	tr := &http.Transport{MaxIdleConnsPerHost: 100}
 	t.Cleanup(tr.CloseIdleConnections)
 	s.Env = &bookingtest.Env{T: t, URL: "http://" + s.addr, DB: db, DBURL: url,
-		Store: postgres.NewStore(db, "us-east", 10*time.Minute), Tokens: tokens, Payments: postgres.NewDevPaymentProvider(db),
+		Store: postgres.NewStore(db, "us-east", 10*time.Minute), Tokens: tokens, Payments: bookingtest.NewDevPayments(t, db),
 		Client: &http.Client{Transport: tr, Timeout: 2 * time.Minute}}
 	for i := 0; ; i++ {
 		r, err := s.Try(context.Background(), bookingtest.Request{Method: "GET", Path: "/readyz"})
@@ -511,7 +513,7 @@ func TestConfigNamesTheVariable(t *testing.T) {
 		"BERTH_SHUTDOWN_TIMEOUT": "10ms", "BERTH_HTTP_ADDR": "8080",
 		"OTEL_EXPORTER_OTLP_ENDPOINT": "collector:4318", "OTEL_TRACES_SAMPLER": "sometimes",
 		"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "BERTH_GUEST_MAX_HOLDS": "0", "BERTH_GUEST_MAX_QUANTITY": "many",
-		"BERTH_HOLD_BATCH": "-1", "BERTH_DB_WARM_CONNS": "33",
+		"BERTH_HOLD_BATCH": "-1", "BERTH_DB_WARM_CONNS": "33", "BERTH_PAYMENT_PROVIDER": "", "BERTH_DEV_INTENT_SECRET": "",
 	} {
 		t.Setenv(v, val)
 	}
@@ -523,7 +525,8 @@ func TestConfigNamesTheVariable(t *testing.T) {
 		t.Errorf("exit code %d, want 2", cli.ExitCode(err))
 	}
 	for _, want := range []string{"BERTH_SHUTDOWN_TIMEOUT", "BERTH_HTTP_ADDR", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_TRACES_SAMPLER",
-		"OTEL_EXPORTER_OTLP_PROTOCOL", "BERTH_GUEST_MAX_HOLDS", "BERTH_GUEST_MAX_QUANTITY", "BERTH_HOLD_BATCH", "BERTH_DB_WARM_CONNS"} {
+		"OTEL_EXPORTER_OTLP_PROTOCOL", "BERTH_GUEST_MAX_HOLDS", "BERTH_GUEST_MAX_QUANTITY", "BERTH_HOLD_BATCH", "BERTH_DB_WARM_CONNS",
+		"BERTH_DEV_INTENT_SECRET"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not name %s:\n%v", want, err)
 		}

@@ -108,7 +108,7 @@ func TestServeWithRoute(t *testing.T) {
 // listen address (BERTH_ROUTER_ADDR) and this region's booking URL.
 func TestRouteConfig(t *testing.T) {
 	base := map[string]string{"BERTH_REGION": "eu-west", "BERTH_DATABASE_URL": "postgres://x", "BERTH_TOKEN_SECRET": bookingtest.Secret,
-		"BERTH_HTTP_ADDR": ":8081", "BERTH_BOOKING_URLS": "", "BERTH_ROUTER_ADDR": "", "BERTH_ROUTE": ""}
+		"BERTH_DEV_INTENT_SECRET": bookingtest.DevIntentSecret, "BERTH_HTTP_ADDR": ":8081", "BERTH_BOOKING_URLS": "", "BERTH_ROUTER_ADDR": "", "BERTH_ROUTE": ""}
 	for _, tc := range []struct {
 		name string
 		env  map[string]string

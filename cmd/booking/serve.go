@@ -123,6 +123,7 @@ func loadServeConfig(cmd *cobra.Command) (serveConfig, error) {
 	errs.Check(err)
 	c.Payments, err = paymentprovider.Load()
 	errs.Check(err)
+	errs.Check(c.Payments.RequireIntents())
 	if f := cmd.Flags(); f != nil {
 		if v, _ := f.GetString("region"); v != "" {
 			c.Region = v
@@ -223,6 +224,8 @@ BERTH_DB_MAX_CONNS (32), BERTH_DB_WARM_CONNS (8: connections opened, with the ho
 BERTH_SHUTDOWN_TIMEOUT (20s), BERTH_LOG_FORMAT (json|text),
 BERTH_GUEST_MAX_HOLDS (5: live holds per guest per hotel or clinic),
 BERTH_GUEST_MAX_QUANTITY (50: rooms held, or live appointments, per guest per partition).
+Payments (internal/paymentprovider): BERTH_PAYMENT_PROVIDER (dev|stripe), with dev BERTH_DEV_INTENT_SECRET
+(required, ≥ 32 bytes, the same for every booking service: signs the development provider's intents, ADR 0027).
 BERTH_ROUTE (false; --route): also run this region's router in this process (ADR 0022),
 listening on BERTH_ROUTER_ADDR (:8088) and serving this region's requests in-process,
 the other regions' over BERTH_BOOKING_URLS; every other router setting is read as

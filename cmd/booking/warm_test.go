@@ -13,6 +13,7 @@ import (
 	"github.com/berthhq/berth/internal/berth"
 	"github.com/berthhq/berth/internal/bookingtest"
 	"github.com/berthhq/berth/internal/dbtest"
+	"github.com/berthhq/berth/internal/paymentprovider"
 	"github.com/berthhq/berth/internal/postgres"
 	"github.com/berthhq/berth/internal/telemetry"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -35,6 +36,7 @@ func TestNotReadyUntilWarmed(t *testing.T) {
 		Isolation: postgres.ReadCommitted, HoldTTL: 10 * time.Minute, LockTimeout: time.Second, StatementTimeout: 10 * time.Second,
 		SweepInterval: time.Second, MaxConns: 8, WarmConns: conns, ShutdownTimeout: 10 * time.Second, LogFormat: "json",
 		GuestLimits: berth.DefaultGuestLimits,
+		Payments:    paymentprovider.Config{Kind: "dev", DevIntentSecret: bookingtest.DevIntentSecret},
 		telemetry:   []telemetry.Option{telemetry.WithSyncSpanExporter(tracetest.NewInMemoryExporter()), telemetry.WithoutGlobals()},
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -150,7 +150,7 @@ func (c notifyConfig) senders(ctx context.Context) (map[string]notify.Sender, er
 // and the refunds consumer with the configured payment provider.
 func startNotifications(ctx context.Context, cfg serveConfig, db *postgres.DB, js jetstream.JetStream, log *slog.Logger,
 	start func(string, func(context.Context) error)) error {
-	provider, _, err := cfg.Payments.New(db)
+	provider, err := cfg.Payments.Refunds(db)
 	if err != nil {
 		return fmt.Errorf("payment provider: %w", err)
 	}

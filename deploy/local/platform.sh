@@ -52,6 +52,9 @@ set -a
 # shellcheck disable=SC1091
 source .local/env
 set +a
+# The booking services sign the development provider's intents with it
+# (ADR 0027) and refuse to start without it.
+[[ -n "${BERTH_DEV_INTENT_SECRET:-}" ]] || die ".local/env has no BERTH_DEV_INTENT_SECRET: run \`make deps\` again"
 # PG_ADMIN_URL: another PostgreSQL server to put the scratch database on
 # (e.g. one with pg_stat_statements loaded); default the one of `make deps`.
 ADMIN_URL="${PG_ADMIN_URL:-${BERTH_TEST_DATABASE_URL:?BERTH_TEST_DATABASE_URL not set (make deps writes it)}}"

@@ -183,6 +183,11 @@ write_env() {
 			echo "BERTH_WAITING_ROOM_KEYS=k1:$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 		} >"$LOCAL/secrets"
 	}
+	# Added to secrets made before it existed: the development payment
+	# provider's intents are signed with it (ADR 0027), and every booking
+	# service of the stack must share it.
+	grep -q '^BERTH_DEV_INTENT_SECRET=' "$LOCAL/secrets" ||
+		echo "BERTH_DEV_INTENT_SECRET=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')" >>"$LOCAL/secrets"
 	# shellcheck disable=SC1091
 	source "$LOCAL/secrets"
 	local routers=() bookings=() i
@@ -202,6 +207,7 @@ write_env() {
 		echo "export BERTH_TOKEN_SECRET='$BERTH_TOKEN_SECRET'"
 		echo "export BERTH_TOKEN_MAX_TTL='24h'"
 		echo "export BERTH_WEBHOOK_SECRET='$BERTH_WEBHOOK_SECRET'"
+		echo "export BERTH_DEV_INTENT_SECRET='$BERTH_DEV_INTENT_SECRET'"
 		echo "export BERTH_WAITING_ROOM_KEYS='$BERTH_WAITING_ROOM_KEYS'"
 		echo "export BERTH_STRIPE_MOCK_URL='http://127.0.0.1:$STRIPE_MOCK_PORT'"
 	} >"$f.tmp"

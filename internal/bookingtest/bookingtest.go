@@ -28,6 +28,20 @@ import (
 // Secret is the token secret of test servers.
 const Secret = "test-secret-test-secret-test-secret!"
 
+// DevIntentSecret signs the development payment provider's intents in
+// test servers (BERTH_DEV_INTENT_SECRET); servers sharing a database share it.
+const DevIntentSecret = "test-dev-intent-secret-test-dev-intent-secret"
+
+// NewDevPayments returns the development payment provider of test servers.
+func NewDevPayments(t testing.TB, db *postgres.DB) *postgres.DevPaymentProvider {
+	t.Helper()
+	p, err := postgres.NewDevPaymentProvider(db, DevIntentSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // Options configure a test server.
 type Options struct {
 	Region  string // default us-east
@@ -80,7 +94,7 @@ func StartOn(t testing.TB, db *postgres.DB, dbURL string, opts Options) *Env {
 	if opts.GuestLimits != (berth.GuestLimits{}) {
 		store.SetGuestLimits(opts.GuestLimits)
 	}
-	provider := postgres.NewDevPaymentProvider(db)
+	provider := NewDevPayments(t, db)
 	cfg := httpapi.Config{
 		Region: opts.Region, Hotels: store, Stays: store, Waitlist: store, Tokens: tokens, Ready: db.Ping, PaymentProvider: provider,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),

@@ -23,6 +23,10 @@ const tokenSecret = "chaos-suite-secret-chaos-suite-secret-0123"
 // webhookSecret signs the payment webhooks of the suite's deployment.
 const webhookSecret = "chaos-suite-webhook-secret-0123456789"
 
+// devIntentSecret signs the development provider's intents; every booking
+// service of the suite shares it, as a deployment's do (ADR 0027).
+const devIntentSecret = "chaos-suite-dev-intent-secret-0123456789"
+
 // regions the fault suite deploys: two booking services so that one region
 // keeps serving while the other is killed.
 var regions = []string{"us-east", "eu-west"}
@@ -149,6 +153,7 @@ func startStack(t *testing.T, runDir string, o stackOptions) *stack {
 			// appointments are paid as a patient would, and the webhook confirms.
 			env: append([]string{"BERTH_DATABASE_URL=" + dbURL(proxyAddr), "BERTH_HOLD_TTL=30m", "BERTH_SWEEP_INTERVAL=2s",
 				"BERTH_PAYMENT_PROVIDER=dev", "BERTH_DEV_PAYMENTS=on", "BERTH_WEBHOOK_SECRET=" + webhookSecret,
+				"BERTH_DEV_INTENT_SECRET=" + devIntentSecret,
 				"BERTH_WALK_RESUME_AFTER=" + walkResumeAfter.String()}, common...),
 			logPath: filepath.Join(s.logs, "booking-"+r+".log"), health: s.urls[r] + "/readyz",
 		}

@@ -188,7 +188,7 @@ func (s *Server) confirmAppointment(w http.ResponseWriter, r *http.Request) erro
 		return err
 	}
 	var f Fields
-	req.PaymentRef = text(&f, "payment_ref", req.PaymentRef, 128)
+	req.PaymentRef = text(&f, "payment_ref", req.PaymentRef, payments.MaxRefLen)
 	if err := f.Err(); err != nil {
 		return err
 	}

@@ -582,7 +582,7 @@ func (s *Server) transition(w http.ResponseWriter, r *http.Request, confirm bool
 			return err
 		}
 		var f Fields
-		req.PaymentRef = text(&f, "payment_ref", req.PaymentRef, 128)
+		req.PaymentRef = text(&f, "payment_ref", req.PaymentRef, payments.MaxRefLen)
 		if err := f.Err(); err != nil {
 			return err
 		}

@@ -13,6 +13,9 @@
 //	                                POST /v1/payments/stripe/webhook
 //	BERTH_DEV_PAYMENTS              on/off (default off): serve POST /v1/dev/payments/{intent_id}/pay; only with dev
 //	BERTH_DEV_PAYMENTS_WEBHOOK_URL  where that endpoint sends the signed webhook; default this service, in process
+//	BERTH_DEV_INTENT_SECRET         with dev: the key the development provider's intents are signed with (≥ 32 bytes,
+//	                                the same for every booking service of the deployment; ADR 0027); required by
+//	                                the booking service (New), not by the read model's refunds (Refunds)
 //
 // The default is safe: the development provider without its pay endpoint
 // can create intents but nothing can ever pay them, so no guest confirms
@@ -52,6 +55,9 @@ type Config struct {
 	StripeWebhookSecret string
 	DevPayments         bool
 	DevWebhookURL       string
+	// DevIntentSecret signs the development provider's intents: whoever
+	// holds it can mint an intent and its client secret (ADR 0027).
+	DevIntentSecret string
 }
 
 // Load reads and validates the settings, naming the variable in every error.
@@ -66,6 +72,7 @@ func Load() (Config, error) {
 	c.StripeURL = config.Env("BERTH_STRIPE_URL", "")
 	c.StripeWebhookSecret = config.Env("BERTH_STRIPE_WEBHOOK_SECRET", "")
 	c.DevWebhookURL = config.Env("BERTH_DEV_PAYMENTS_WEBHOOK_URL", "")
+	c.DevIntentSecret = config.Env("BERTH_DEV_INTENT_SECRET", "")
 	c.DevPayments, err = onOff("BERTH_DEV_PAYMENTS")
 	errs.Check(err)
 	switch c.Kind {
@@ -76,12 +83,18 @@ func Load() (Config, error) {
 		if c.StripeWebhookSecret != "" {
 			errs.Add("BERTH_STRIPE_WEBHOOK_SECRET is set but BERTH_PAYMENT_PROVIDER is dev: set BERTH_PAYMENT_PROVIDER=stripe, or unset it")
 		}
+		if c.DevIntentSecret != "" && len(c.DevIntentSecret) < payments.MinDevIntentSecretLen {
+			errs.Add("BERTH_DEV_INTENT_SECRET: at least %d bytes (e.g. openssl rand -hex 32)", payments.MinDevIntentSecretLen)
+		}
 	case "stripe":
 		if !strings.HasPrefix(c.StripeAPIKey, "sk_") && !strings.HasPrefix(c.StripeAPIKey, "rk_") {
 			errs.Add("BERTH_STRIPE_API_KEY: required with BERTH_PAYMENT_PROVIDER=stripe, a secret (sk_…) or restricted (rk_…) key")
 		}
 		if c.DevPayments {
 			errs.Add("BERTH_DEV_PAYMENTS: the development pay endpoint exists only with BERTH_PAYMENT_PROVIDER=dev")
+		}
+		if c.DevIntentSecret != "" {
+			errs.Add("BERTH_DEV_INTENT_SECRET is set but BERTH_PAYMENT_PROVIDER is stripe: unset it (it signs development intents only)")
 		}
 		if v := c.StripeWebhookSecret; v != "" && (!strings.HasPrefix(v, "whsec_") || len(v) < 16) {
 			errs.Add("BERTH_STRIPE_WEBHOOK_SECRET: want the webhook endpoint's signing secret (whsec_…)")
@@ -110,13 +123,41 @@ func onOff(name string) (bool, error) {
 	return false, fmt.Errorf("%s=%q: want on or off", name, config.Env(name, ""))
 }
 
-// New builds the configured provider. The development provider keeps its
-// state in db; it is also returned (nil with Stripe) for the pay endpoint.
+// RequireIntents reports what is missing for this service to create
+// intents: with the development provider, the key they are signed with.
+// There is no default: a key anyone could guess would let anyone mint an
+// intent and its client secret, and so pay for any hold.
+func (c Config) RequireIntents() error {
+	if c.Kind != "stripe" && c.DevIntentSecret == "" {
+		return fmt.Errorf("BERTH_DEV_INTENT_SECRET: required with the development payment provider (BERTH_PAYMENT_PROVIDER=dev, the default): "+
+			"at least %d random bytes, the same for every booking service of the deployment (make deps writes one to .local/env)", payments.MinDevIntentSecretLen)
+	}
+	return nil
+}
+
+// New builds the configured provider, everything a booking service asks of
+// it. The development provider keeps what happens to its intents in db; it
+// is also returned (nil with Stripe) for the pay endpoint.
 func (c Config) New(db *postgres.DB) (Provider, *postgres.DevPaymentProvider, error) {
 	if c.Kind == "stripe" {
 		p, err := stripepay.New(stripepay.Config{APIKey: c.StripeAPIKey, URL: c.StripeURL})
 		return p, nil, err
 	}
-	dev := postgres.NewDevPaymentProvider(db)
+	if err := c.RequireIntents(); err != nil {
+		return nil, nil, err
+	}
+	dev, err := postgres.NewDevPaymentProvider(db, c.DevIntentSecret)
+	if err != nil {
+		return nil, nil, fmt.Errorf("BERTH_DEV_INTENT_SECRET: %w", err)
+	}
 	return dev, dev, nil
+}
+
+// Refunds builds the provider as the refunds consumer needs it (the read
+// model): the development provider's refunds need no intent key.
+func (c Config) Refunds(db *postgres.DB) (payments.Provider, error) {
+	if c.Kind == "stripe" {
+		return stripepay.New(stripepay.Config{APIKey: c.StripeAPIKey, URL: c.StripeURL})
+	}
+	return postgres.NewDevRefunds(db), nil
 }

@@ -65,7 +65,7 @@ func BenchmarkFirstHoldOfAPool(b *testing.B) {
 					}
 				}
 				s := postgres.NewStore(db, "us-east", 10*time.Minute)
-				pay := postgres.NewDevPaymentProvider(db)
+				pay := bookingtest.NewDevPayments(b, db)
 				if mode == "second" {
 					hold(s, pay)
 				}

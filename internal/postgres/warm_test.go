@@ -19,9 +19,9 @@ import (
 	"github.com/google/uuid"
 )
 
-// warmed is what a booking service with the development payment provider
-// warms its pool with.
-func warmed() []string { return append(postgres.HoldStatements(), postgres.DevPaymentStatements()...) }
+// warmed is what a booking service warms its pool with (a prepaid hold's
+// intent with the development provider sends no statement: ADR 0027).
+func warmed() []string { return postgres.HoldStatements() }
 
 // The warm-up plans what the hold path sends: a hold that wins, one the
 // database refuses, one the sold-out cache refuses (its key read), a batch
