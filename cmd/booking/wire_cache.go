@@ -95,6 +95,15 @@ func wireCache(ctx context.Context, w *wiring) error {
 		w.log.Warn("redis cache not reachable at start; reads fall back to the database", "err", err)
 	}
 	w.api.Cache = meteredCache{Cache: c, tel: w.tel}
+	if w.tel != nil {
+		if err := w.tel.ObserveCache(func() telemetry.CacheStats {
+			s := c.Stats()
+			return telemetry.CacheStats{Invalidations: s.Invalidations, EventInvalidations: s.EventInvalidations,
+				InvalidateErrors: s.InvalidateErr, BumpRounds: s.BumpRounds, EventRounds: s.EventRounds, BumpKeys: s.BumpKeys}
+		}); err != nil {
+			return err
+		}
+	}
 	// A fill may land a request timeout after its read, and clocks differ
 	// by a little: the margin covers both.
 	w.cacheReplay = cfg.TTL + readLag + 5*time.Second

@@ -32,7 +32,11 @@
 # statements of the scratch database during the holds, per hold: calls,
 # execution time and shared buffers, from pg_stat_statements; the server
 # must load it, as deploy/local/stack.sh's does from a fresh data directory;
-# PG_ADMIN_URL points the platform at another server).
+# PG_ADMIN_URL points the platform at another server), REDIS_STATS=1 (print
+# what Redis did during the holds, per hold: round trips read, commands by
+# name with their microseconds — from INFO after CONFIG RESETSTAT at the
+# holds' start — and each booking service's cache invalidations: calls by
+# source, bump rounds and keys bumped, from its /metrics).
 set -euo pipefail
 
 DURATION="${DURATION:-15s}"
@@ -84,6 +88,13 @@ if [[ "${STATEMENTS:-0}" == 1 ]]; then
 		psql "$DB_URL" -qc "SELECT pg_stat_statements_reset(0, (SELECT oid FROM pg_database WHERE datname = current_database()), 0)" >/dev/null
 	fi
 fi
+if [[ "${REDIS_STATS:-0}" == 1 ]]; then
+	until grep -q 'hold_http …' "$OUT" 2>/dev/null; do sleep 0.1; kill -0 "$run" 2>/dev/null || break; done
+	redis-cli -p "$REDIS_PORT" CONFIG RESETSTAT >/dev/null
+	for i in "${!REGIONS[@]}"; do
+		curl -fsS "http://127.0.0.1:$((BASE + 10 + i))/metrics" 2>/dev/null | grep '^berth_cache_' >"$WORK/cache-before-$i.txt" || true
+	done
+fi
 wait "$run" "${profiles[@]}"
 [[ -n "${PROFILE_DIR:-}" ]] && log "profiles in $PROFILE_DIR (go tool pprof -top $PROFILE_DIR/booking-us-east.pprof)"
 holds="$(awk '$1 == "hold_http" { print $3; exit }' "$OUT")"
@@ -100,6 +111,21 @@ FROM pg_stat_statements
 WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND calls * 100 >= :holds
 ORDER BY total_exec_time DESC
 SQL
+fi
+if [[ "${REDIS_STATS:-0}" == 1 && -n "$holds" ]]; then
+	total="$(awk '$1 == "hold_http" { print $2; exit }' "$OUT")"
+	printf '\nRedis during the holds, per hold (%s holds):\n' "$total"
+	redis-cli -p "$REDIS_PORT" INFO stats | tr -d '\r' | awk -F: -v n="$total" \
+		'$1 ~ /^total_(commands_processed|reads_processed|writes_processed|net_input_bytes|net_output_bytes)$/ { printf "  %-28s %8.3f\n", $1, $2 / n }'
+	redis-cli -p "$REDIS_PORT" INFO commandstats | tr -d '\r' | awk -v n="$total" -F'[:,=]' \
+		'/^cmdstat_/ { sub(/^cmdstat_/, "", $1); printf "  %-28s %8.3f calls %8.2f us\n", $1, $3 / n, $5 / n }'
+	printf '\ncache invalidations by booking service, per hold (counters from /metrics):\n'
+	for i in "${!REGIONS[@]}"; do
+		curl -fsS "http://127.0.0.1:$((BASE + 10 + i))/metrics" 2>/dev/null | grep '^berth_cache_' >"$WORK/cache-after-$i.txt" || true
+		# name{labels} value: the difference over the holds, per hold.
+		awk -v n="$total" -v r="${REGIONS[$i]}" 'NR == FNR { b[$1] = $2; next }
+			{ printf "  %-10s %-70s %8.3f\n", r, $1, ($2 - b[$1]) / n }' "$WORK/cache-before-$i.txt" "$WORK/cache-after-$i.txt"
+	done
 fi
 TX="$WORK/txcost.txt"
 touch "$TX"

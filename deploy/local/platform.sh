@@ -17,7 +17,7 @@
 #
 # Afterwards: BIN (the binaries, loadtest included), WORK (scratch directory;
 # logs in $WORK/logs), DB_URL, ADMIN_URL (the server's admin database),
-# PID_OF[name] and REDIS_PID/NATS_PID (for per-process accounting), and the
+# PID_OF[name] and REDIS_PID/NATS_PID (for per-process accounting), REDIS_PORT, and the
 # BERTH_* exports of .local/env pointing at this platform, BERTH_ADMIN_TOKEN
 # and BERTH_OPS_TOKEN included.
 #
@@ -139,7 +139,7 @@ platform_up() {
 	local redis_port=$((BASE + 30)) nats_port=$((BASE + 31)) readmodel_port=$((BASE + 20))
 	redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no --dir "$WORK" \
 		>"$WORK/logs/redis.log" 2>&1 </dev/null &
-	PIDS+=($!) && REDIS_PID=$!
+	PIDS+=($!) && REDIS_PID=$! && REDIS_PORT=$redis_port
 	local -a nats_prof=()
 	if [[ -n "${PROFILE_DIR:-}" ]]; then
 		# The broker is profiled too (its own pprof listener), as "nats".

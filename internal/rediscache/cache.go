@@ -94,10 +94,15 @@ type Cache struct {
 	br     *breaker
 
 	// Invalidations waiting for the next bump round trip, by generation
-	// key, and whether a round is running (see Invalidate).
+	// key (see Invalidate).
 	bumpMu    sync.Mutex
 	bumpQueue map[string][]chan error
-	bumping   bool
+	// bumpWrite says whether a write's own invalidation (Invalidate) is
+	// in bumpQueue; a round without one was sent for events alone.
+	bumpWrite bool
+	// sending: a round is in flight (sent by the bumper or by a write's
+	// call); at most one is. bumping: the bumper has a run going on.
+	sending, bumping bool
 	// bumpNow cuts a lingering round's wait short (an Invalidate that
 	// must not wait).
 	bumpNow chan struct{}
@@ -113,6 +118,7 @@ type Cache struct {
 	closed     chan struct{}
 
 	hits, misses, loads, errs, bypassed, invalidations, invalidateErrs, bumpRounds atomic.Int64
+	eventInvalidations, eventRounds, bumpKeys                                      atomic.Int64
 }
 
 // Stats are the cache's counters since start, for metrics.
@@ -125,7 +131,14 @@ type Stats struct {
 	Invalidations int64 // invalidations that succeeded (coalesced callers count once each)
 	InvalidateErr int64 // invalidations that could not reach Redis
 	BumpRounds    int64 // round trips that bumped generations (one per batch of invalidations)
-	Breaker       State
+	// Of Invalidations, those made for events (EventInvalidator).
+	EventInvalidations int64
+	// Of BumpRounds, those sent with no write's own invalidation in them.
+	EventRounds int64
+	// BumpKeys counts the generations bumped by the rounds: one per
+	// distinct partition of a round, however many callers shared it.
+	BumpKeys int64
+	Breaker  State
 }
 
 // New returns a cache on the Redis at url (redis://host:port/db). It does
@@ -206,8 +219,9 @@ func (c *Cache) Ping(ctx context.Context) error {
 func (c *Cache) Stats() Stats {
 	return Stats{Hits: c.hits.Load(), Misses: c.misses.Load(), Loads: c.loads.Load(), Errors: c.errs.Load(),
 		Bypassed: c.bypassed.Load(), Invalidations: c.invalidations.Load(), InvalidateErr: c.invalidateErrs.Load(),
-		BumpRounds: c.bumpRounds.Load(),
-		Breaker:    c.br.current()}
+		BumpRounds: c.bumpRounds.Load(), EventInvalidations: c.eventInvalidations.Load(),
+		EventRounds: c.eventRounds.Load(), BumpKeys: c.bumpKeys.Load(),
+		Breaker: c.br.current()}
 }
 
 // BreakerState returns the breaker's state.
@@ -397,14 +411,22 @@ func (c *Cache) load(ctx context.Context, flightKey string, fn func(context.Cont
 // cache consumer, which sees every event of every region, pays one Redis
 // round trip per batch of events instead of one per event
 // (docs/PERFORMANCE.md, "CPU per hold").
+//
+// A write's call sends its round itself, on its own goroutine, when no
+// round is in flight — taking along the events' calls that linger for one
+// — and waits for the bumper only behind a round in flight: nearly every
+// hold's invalidation is such a round of its own, and the hand-off to the
+// bumper and back (two goroutine wake-ups) cost about as much CPU as the
+// round trip (docs/adr/0026-invalidation-rounds.md).
 func (c *Cache) Invalidate(ctx context.Context, kind, partitionID string) error {
-	return c.invalidate(ctx, kind, partitionID, 0)
+	return c.invalidate(ctx, kind, partitionID, 0, false)
 }
 
-// invalidate is Invalidate; a round this call starts waits linger for more
-// calls before it is sent. A round's bump still begins after every call in
-// it, lingering or not, so the guarantee above is the same.
-func (c *Cache) invalidate(ctx context.Context, kind, partitionID string, linger time.Duration) error {
+// invalidate is Invalidate; a call with linger > 0 (an event's) waits up to
+// linger for company before its round is sent. A round's bump still begins
+// after every call in it, lingering or not, so the guarantee above is the
+// same. event says the call is an event's (for Stats).
+func (c *Cache) invalidate(ctx context.Context, kind, partitionID string, linger time.Duration, event bool) error {
 	key := c.prefix(kind, partitionID) + "gen"
 	done := make(chan error, 1)
 	c.bumpMu.Lock()
@@ -419,25 +441,37 @@ func (c *Cache) invalidate(ctx context.Context, kind, partitionID string, linger
 		c.bumpQueue = map[string][]chan error{}
 	}
 	c.bumpQueue[key] = append(c.bumpQueue[key], done)
+	write := linger <= 0
+	c.bumpWrite = c.bumpWrite || write
 	switch {
-	case !c.bumping:
-		c.bumping = true
-		c.bumperOnce.Do(func() { go c.bumper() })
-		c.bumpStart <- linger // never blocks: the bumper is idle and took the last start
-	case linger <= 0:
-		// A round may be lingering: send it now.
-		select {
-		case c.bumpNow <- struct{}{}:
-		default:
+	case write && !c.sending:
+		// Send the queue now, here; the lingering run, if any, finds it
+		// gone (or finds what came since) when its linger ends.
+		c.sendRound()
+		c.finishRound()
+		c.bumpMu.Unlock()
+	case c.sending:
+		// The round in flight's end hands the queue on (finishRound).
+		if write && c.bumping {
+			c.wakeBumper()
 		}
+		c.bumpMu.Unlock()
+	case !c.bumping:
+		c.startBumper(linger)
+		c.bumpMu.Unlock()
+	default:
+		c.bumpMu.Unlock() // a run lingers for company: this call is some
 	}
-	c.bumpMu.Unlock()
 	var err error
 	select {
-	case err = <-done:
-	case <-ctx.Done():
-		// The round goes on without us; the caller retries.
-		err = ctx.Err()
+	case err = <-done: // a write's own round has answered already
+	default:
+		select {
+		case err = <-done:
+		case <-ctx.Done():
+			// The round goes on without us; the caller retries.
+			err = ctx.Err()
+		}
 	}
 	if err != nil {
 		c.invalidateErrs.Add(1)
@@ -447,7 +481,78 @@ func (c *Cache) invalidate(ctx context.Context, kind, partitionID string, linger
 		return fmt.Errorf("invalidate %s %s: %w: %w", kind, partitionID, berth.ErrDependency, err)
 	}
 	c.invalidations.Add(1)
+	if event {
+		c.eventInvalidations.Add(1)
+	}
 	return nil
+}
+
+// startBumper starts a run of rounds on the bumper that first waits linger.
+// Under bumpMu, with no run going on.
+func (c *Cache) startBumper(linger time.Duration) {
+	c.bumping = true
+	c.bumperOnce.Do(func() { go c.bumper() })
+	c.bumpStart <- linger // never blocks: the bumper is idle and took the last start
+}
+
+// wakeBumper cuts a lingering run's wait short. Under bumpMu.
+func (c *Cache) wakeBumper() {
+	select {
+	case c.bumpNow <- struct{}{}:
+	default:
+	}
+}
+
+// sendRound sends the queued invalidations as one round and answers every
+// caller in it. It is called under bumpMu with no round in flight, releases
+// bumpMu while the round is in flight and returns holding it again.
+func (c *Cache) sendRound() {
+	round, write := c.bumpQueue, c.bumpWrite
+	c.bumpQueue, c.bumpWrite, c.sending = nil, false, true
+	c.bumpMu.Unlock()
+	c.bumpRounds.Add(1)
+	c.bumpKeys.Add(int64(len(round)))
+	if !write {
+		c.eventRounds.Add(1)
+	}
+	errs := c.bump(round)
+	for key, waiters := range round {
+		for _, w := range waiters {
+			w <- errs[key]
+		}
+	}
+	c.bumpMu.Lock()
+	c.sending = false
+}
+
+// finishRound hands on what was queued while a round sent by a write's
+// call was in flight: to the bumper, so that the write returns after one
+// round trip. Under bumpMu.
+func (c *Cache) finishRound() {
+	switch {
+	case len(c.bumpQueue) == 0:
+	case c.bumping:
+		// A run lingers: it takes the queue when its linger ends, at
+		// once if a write waits in it.
+		if c.bumpWrite {
+			c.wakeBumper()
+		}
+	default:
+		select {
+		case <-c.closed:
+			// The bumper may be gone: the calls get the closed client's
+			// error from a round of their own (it fails at once).
+			c.sendRound()
+			c.finishRound()
+			return
+		default:
+		}
+		linger := time.Duration(0)
+		if !c.bumpWrite {
+			linger = max(c.opts.EventLinger, 0)
+		}
+		c.startBumper(linger)
+	}
 }
 
 // bumper runs each run of bump rounds as it is started, until Close. A run
@@ -470,7 +575,10 @@ func (c *Cache) bumper() {
 }
 
 // runBumps runs bump rounds until no invalidation waits; the first waits
-// linger (or until an Invalidate that must not wait comes) for more.
+// linger (or until a write's call that must not wait comes, or Close) for
+// more. A write's call may have sent the queue meanwhile (Invalidate): the
+// run then sends what came since, or ends. Behind a write's round in
+// flight, the run ends and that round's end starts the next.
 func (c *Cache) runBumps(linger time.Duration) {
 	if linger > 0 {
 		t := time.NewTimer(linger)
@@ -478,32 +586,22 @@ func (c *Cache) runBumps(linger time.Duration) {
 		case <-t.C:
 		case <-c.bumpNow:
 			t.Stop()
+		case <-c.closed:
+			t.Stop()
 		}
 	}
-	for {
-		c.bumpMu.Lock()
-		round := c.bumpQueue
-		if len(round) == 0 {
-			c.bumping = false
-			// A wake-up meant for this run must not cut the next one's
-			// linger short.
-			select {
-			case <-c.bumpNow:
-			default:
-			}
-			c.bumpMu.Unlock()
-			return
-		}
-		c.bumpQueue = nil
-		c.bumpMu.Unlock()
-		c.bumpRounds.Add(1)
-		errs := c.bump(round)
-		for key, waiters := range round {
-			for _, w := range waiters {
-				w <- errs[key]
-			}
-		}
+	c.bumpMu.Lock()
+	for len(c.bumpQueue) > 0 && !c.sending {
+		c.sendRound()
 	}
+	c.bumping = false
+	// A wake-up meant for this run must not cut the next one's linger
+	// short.
+	select {
+	case <-c.bumpNow:
+	default:
+	}
+	c.bumpMu.Unlock()
 }
 
 // bump moves the generation of every key of round forward in one pipeline
@@ -571,5 +669,5 @@ func (e EventInvalidator) Invalidate(ctx context.Context, kind, partitionID, _ s
 	if kind == "" || partitionID == "" || strings.ContainsAny(kind+partitionID, "{}") {
 		return nil
 	}
-	return e.c.invalidate(ctx, kind, partitionID, max(e.c.opts.EventLinger, 0))
+	return e.c.invalidate(ctx, kind, partitionID, max(e.c.opts.EventLinger, 0), true)
 }

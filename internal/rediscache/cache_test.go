@@ -329,11 +329,15 @@ func TestReadLagShortensFillsAfterInvalidation(t *testing.T) {
 
 // Concurrent invalidations are coalesced into shared round trips, yet each
 // returns only after a bump of its own partition that began after the call:
-// an entry filled before the call is never served after it returns.
+// an entry filled before the call is never served after it returns. Half
+// the callers are writes (each sends its round itself when none is in
+// flight), half events (lingering for company, sent by the bumper or taken
+// along by a write's round), so every way a call reaches Redis races the
+// others.
 func TestConcurrentInvalidationsEachDropTheirFills(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	c := newCache(t, rs.URL(), rediscache.Options{})
+	c := newCache(t, rs.URL(), rediscache.Options{EventLinger: 2 * time.Millisecond})
 	ctx := context.Background()
 	const callers, partitions, rounds = 32, 4, 20
 	var wg sync.WaitGroup
@@ -351,7 +355,11 @@ func TestConcurrentInvalidationsEachDropTheirFills(t *testing.T) {
 					errs <- fmt.Errorf("%s/%s round %d: served %q, want %q (an entry outlived its invalidation)", p, name, r, b, before)
 					return
 				}
-				if err := c.Invalidate(ctx, "hotel", p); err != nil {
+				invalidate := func() error { return c.Invalidate(ctx, "hotel", p) }
+				if i%2 == 1 {
+					invalidate = func() error { return c.Events().Invalidate(ctx, "hotel", p, "reservation.held", nil) }
+				}
+				if err := invalidate(); err != nil {
 					errs <- err
 					return
 				}
@@ -363,8 +371,9 @@ func TestConcurrentInvalidationsEachDropTheirFills(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	if got := c.Stats().Invalidations; got != callers*rounds {
-		t.Fatalf("invalidations counted %d, want one per call (%d)", got, callers*rounds)
+	if s := c.Stats(); s.Invalidations != callers*rounds || s.EventInvalidations != callers*rounds/2 {
+		t.Fatalf("invalidations counted %d (%d of events), want one per call (%d, half of events)",
+			s.Invalidations, s.EventInvalidations, callers*rounds)
 	}
 }
 
@@ -494,6 +503,103 @@ func TestEventInvalidationsLingerWritesDoNot(t *testing.T) {
 	for i := range n + 1 {
 		if v, hit := fill(i, "after"); hit || v != "after" {
 			t.Errorf("partition %d: the fill made before the invalidation is still cached", i)
+		}
+	}
+}
+
+// A write's call sends its round itself when none is in flight; behind one
+// in flight it waits for the next, which that round's end hands on at once
+// — never to a run lingering for events. The linger here is an hour: a
+// write left to it would wait until the test's deadline. An event's call
+// queued after a write took its run's queue is still sent by that run when
+// its linger ends (a shorter one in the second part), not lost.
+func TestWriteBehindARoundInFlightIsSentAfterIt(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Start(t)
+	c := newCache(t, rs.URL(), rediscache.Options{EventLinger: time.Hour})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	fill := func(c *rediscache.Cache, p, v string) (string, bool) {
+		b, hit, err := c.Fetch(ctx, "hotel", p, "availability", time.Minute,
+			func(context.Context) ([]byte, error) { return []byte(v), nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b), hit
+	}
+	queued := func(c *rediscache.Cache, n int) {
+		for rediscache.Queued(c) < n {
+			select {
+			case <-ctx.Done():
+				t.Fatal("the invalidations never queued")
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}
+	for _, p := range []string{"e", "w1", "w2"} {
+		fill(c, p, "before")
+	}
+	if err := c.Invalidate(ctx, "hotel", "x"); err != nil { // loads the script
+		t.Fatal(err)
+	}
+	rounds := c.Stats().BumpRounds
+	event := make(chan error, 1)
+	go func() { event <- c.Events().Invalidate(ctx, "hotel", "e", "reservation.held", nil) }()
+	queued(c, 1) // a run lingers for an hour
+	ro, err := redis.ParseURL(rs.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := redis.NewClient(ro)
+	defer admin.Close()
+	if err := admin.Do(ctx, "CLIENT", "PAUSE", "400", "ALL").Err(); err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan error, 1)
+	go func() { first <- c.Invalidate(ctx, "hotel", "w1") }() // takes "e" along
+	time.Sleep(100 * time.Millisecond)                        // its round is sent and waits on the pause
+	if err := c.Invalidate(ctx, "hotel", "w2"); err != nil {
+		t.Fatalf("a write behind a round in flight: %v", err)
+	}
+	for _, ch := range []chan error{first, event} {
+		if err := <-ch; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := c.Stats().BumpRounds - rounds; got != 2 {
+		t.Errorf("%d round trips, want 2 (the first write's with the event's, then the second write's)", got)
+	}
+	for _, p := range []string{"e", "w1", "w2"} {
+		if v, hit := fill(c, p, "after"); hit || v != "after" {
+			t.Errorf("partition %s: the fill made before its invalidation is still cached", p)
+		}
+	}
+
+	// A run that lost its queue to a write goes on lingering, and sends
+	// the event that came after the write's round.
+	c2 := newCache(t, rs.URL(), rediscache.Options{Region: "test2", EventLinger: 300 * time.Millisecond})
+	for _, p := range []string{"e1", "e2", "w"} {
+		fill(c2, p, "before")
+	}
+	errs := make(chan error, 2)
+	go func() { errs <- c2.Events().Invalidate(ctx, "hotel", "e1", "reservation.held", nil) }()
+	queued(c2, 1)
+	if err := c2.Invalidate(ctx, "hotel", "w"); err != nil { // sends e1's too
+		t.Fatal(err)
+	}
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+	go func() { errs <- c2.Events().Invalidate(ctx, "hotel", "e2", "reservation.held", nil) }()
+	if err := <-errs; err != nil {
+		t.Fatalf("an event after a write took the lingering run's queue: %v", err)
+	}
+	if s := c2.Stats(); s.BumpRounds != 2 || s.EventRounds != 1 {
+		t.Errorf("%d rounds, %d for events alone; want the write's and then the lingering run's", s.BumpRounds, s.EventRounds)
+	}
+	for _, p := range []string{"e1", "e2", "w"} {
+		if v, hit := fill(c2, p, "after"); hit || v != "after" {
+			t.Errorf("partition %s: the fill made before its invalidation is still cached", p)
 		}
 	}
 }

@@ -292,3 +292,51 @@ func (t *Telemetry) ObserveHoldBatches(stat func() HoldBatchStats) error {
 	}, batches, batched, alone)
 	return err
 }
+
+// CacheStats is what the regional read cache's invalidations did since the
+// service started (rediscache.Stats).
+type CacheStats struct {
+	// Invalidations done, and of them those made for events; the rest are
+	// writes' own.
+	Invalidations, EventInvalidations int64
+	// InvalidateErrors: invalidations that could not reach Redis.
+	InvalidateErrors int64
+	// BumpRounds: round trips to Redis that bumped generations, and of
+	// them those sent with no write's invalidation in them; BumpKeys: the
+	// generations those rounds bumped.
+	BumpRounds, EventRounds, BumpKeys int64
+}
+
+// ObserveCache reports the cache's invalidations on every scrape:
+// berth_cache_invalidations_total{source=write|event},
+// berth_cache_invalidation_errors_total, berth_cache_bump_rounds_total{trigger=write|event}
+// and berth_cache_bump_keys_total. Round trips per invalidation is
+// rate(bump_rounds) / rate(invalidations), partitions per round
+// rate(bump_keys) / rate(bump_rounds) (docs/PERFORMANCE.md, "CPU per hold").
+func (t *Telemetry) ObserveCache(stat func() CacheStats) error {
+	m := t.meter
+	calls, err1 := m.Int64ObservableCounter("berth.cache.invalidations", metric.WithUnit("{invalidation}"),
+		metric.WithDescription("Cache invalidations done, by source: a write's own (write) or an event's (event)."))
+	errs, err2 := m.Int64ObservableCounter("berth.cache.invalidation_errors", metric.WithUnit("{invalidation}"),
+		metric.WithDescription("Cache invalidations that could not reach Redis (retried by their caller; the TTL bounds the rest)."))
+	rounds, err3 := m.Int64ObservableCounter("berth.cache.bump_rounds", metric.WithUnit("{round}"),
+		metric.WithDescription("Round trips to Redis that bumped generations, by what sent them: a write's invalidation in the round, or events alone."))
+	keys, err4 := m.Int64ObservableCounter("berth.cache.bump_keys", metric.WithUnit("{partition}"),
+		metric.WithDescription("Generations bumped: one per distinct partition of a round."))
+	if err := errors.Join(err1, err2, err3, err4); err != nil {
+		return fmt.Errorf("cache instruments: %w", err)
+	}
+	write, event := t.attrs(attribute.String("source", "write")), t.attrs(attribute.String("source", "event"))
+	writeRound, eventRound := t.attrs(attribute.String("trigger", "write")), t.attrs(attribute.String("trigger", "event"))
+	_, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		s := stat()
+		o.ObserveInt64(calls, s.Invalidations-s.EventInvalidations, write)
+		o.ObserveInt64(calls, s.EventInvalidations, event)
+		o.ObserveInt64(errs, s.InvalidateErrors, t.attrs())
+		o.ObserveInt64(rounds, s.BumpRounds-s.EventRounds, writeRound)
+		o.ObserveInt64(rounds, s.EventRounds, eventRound)
+		o.ObserveInt64(keys, s.BumpKeys, t.attrs())
+		return nil
+	}, calls, errs, rounds, keys)
+	return err
+}

@@ -96,7 +96,19 @@ func TestNamedMetrics(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	if err := tel.ObserveCache(func() telemetry.CacheStats {
+		return telemetry.CacheStats{Invalidations: 10, EventInvalidations: 7, InvalidateErrors: 2,
+			BumpRounds: 6, EventRounds: 1, BumpKeys: 9}
+	}); err != nil {
+		t.Fatal(err)
+	}
 	text := scrape(t, tel)
+	wantSeries(t, text, "berth_cache_invalidations_total", `source="write"`, `region="eu-west"`, "} 3")
+	wantSeries(t, text, "berth_cache_invalidations_total", `source="event"`, "} 7")
+	wantSeries(t, text, "berth_cache_invalidation_errors_total", "} 2")
+	wantSeries(t, text, "berth_cache_bump_rounds_total", `trigger="write"`, "} 5")
+	wantSeries(t, text, "berth_cache_bump_rounds_total", `trigger="event"`, "} 1")
+	wantSeries(t, text, "berth_cache_bump_keys_total", "} 9")
 	wantSeries(t, text, "berth_booking_outcomes_total", `op="hotel.hold"`, `code="sold_out"`, `region="eu-west"`)
 	wantSeries(t, text, "berth_tx_retries_total", `reason="40001"`, `region="eu-west"`)
 	wantSeries(t, text, "berth_tx_retries_total", `reason="other"`)
