@@ -60,10 +60,11 @@ func newRoundStack(t *testing.T) *roundStack {
 	return &roundStack{stack: s, js: js, nc: nc}
 }
 
-// start runs the read model (16 workers), observing its projector.
+// start runs the read model (its default workers, so the rounds are as
+// large as in production), observing its projector.
 func (r *roundStack) start(tweak func(*serveConfig)) {
 	r.startReadModel(func(c *serveConfig) {
-		c.Workers = 16
+		c.Workers = defaultWorkers
 		c.Projector = func(st *postgres.ReadModel, log *slog.Logger) *readmodel.Projector {
 			r.proj = readmodel.NewProjector(st, log)
 			r.proj.OnApplied = func(it view.Item, _ time.Time) {
@@ -228,6 +229,67 @@ func TestRoundsApplyEveryEventOnceInEffect(t *testing.T) {
 	}
 	if failed != 0 || dead.Load() != 0 {
 		t.Errorf("%d rounds failed, %d dead letters; want none", failed, dead.Load())
+	}
+}
+
+// A round takes what is pending, not a fixed few: while a round's
+// statement waits (here on a lock the test holds on the processed marks),
+// the events the consumer hands over wait in it or queue for the next, and
+// once the lock goes they are applied in one round or two. Each worker's
+// event waits in its round, so the workers bound what can wait: with the
+// 16 workers of before, 16 events at most, and 64 events took at least four
+// rounds.
+func TestRoundsTakeWhatIsPending(t *testing.T) {
+	r := newRoundStack(t)
+	dead := r.deadLetters()
+	ctx := context.Background()
+	const n = 64
+	var evs []event
+	for i := range n {
+		e := event{id: fmt.Sprintf("ev-%d-1", i), resv: fmt.Sprintf("r-%d", i), guest: fmt.Sprintf("g-%d", i%9), status: "held", version: 1}
+		evs = append(evs, e)
+		r.publish(e, 0)
+	}
+	lock, err := dbtest.SQL(r.db).Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = lock.Rollback(ctx) }()
+	// SHARE mode lets the view be read and stops every insert of a mark.
+	if _, err := lock.Exec(ctx, `LOCK TABLE rm_processed_events IN SHARE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	r.start(nil)
+	const waiting = 48
+	// Within the round's own timeout (15 s), which would fail the round.
+	eventually(t, 10*time.Second, fmt.Sprintf("%d events waiting on the blocked round", waiting), func() bool {
+		return r.proj != nil && r.proj.Waiting() >= waiting
+	})
+	rounds0, carried0, _ := r.proj.Rounds()
+	if err := lock.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "every event projected", func() bool {
+		var marks int
+		_ = dbtest.SQL(r.db).QueryRow(ctx, `SELECT count(*) FROM rm_processed_events WHERE consumer = 'readmodel'`).Scan(&marks)
+		return marks == n
+	})
+	rounds1, carried1, failed := r.proj.Rounds()
+	rounds, carried := rounds1-rounds0, carried1-carried0
+	t.Logf("after the lock: %d rounds of several carried %d events", rounds, carried)
+	// The blocked round and the one that took the queue behind it, perhaps
+	// one more for events that came after that one was taken: 16 a round
+	// would take four.
+	if carried < waiting || rounds > 3 {
+		t.Errorf("%d rounds carried %d events; want the %d waiting events in at most 3 rounds", rounds, carried, waiting)
+	}
+	if failed != 0 || dead.Load() != 0 {
+		t.Errorf("%d rounds failed, %d dead letters; want none", failed, dead.Load())
+	}
+	for _, e := range evs {
+		if n, ok := r.applied.Load(fmt.Sprintf("%s/%d", e.resv, e.version)); !ok || n.(*atomic.Int32).Load() != 1 {
+			t.Errorf("event %s not applied exactly once", e.id)
+		}
 	}
 }
 

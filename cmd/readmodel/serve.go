@@ -26,6 +26,22 @@ import (
 	"github.com/spf13/cobra"
 )
 
+// defaultWorkers is the projection's messages in hand at once
+// (BERTH_READMODEL_WORKERS). Each waits in its round (ADR 0021), so it also
+// bounds a round: at 16, rounds under load carried 9.5 events of the relays'
+// bursts of 20 or so, and a backlog was applied 16 at a time. At 64 a round
+// takes what is pending, 26 events a round under the same load: 0.35 × the
+// statements, 0.78 × the read model's database CPU per hold
+// (docs/PERFORMANCE.md, "The events side per hold, counted").
+const defaultWorkers = 64
+
+// maxPoolConns bounds the read model's database connections whatever the
+// workers: normally the projection uses one (its round), but a failed
+// round sends each of its events to apply alone, at once; past this many
+// they wait for a connection instead of opening one each (PostgreSQL's
+// max_connections is 100 by default, shared by every service).
+const maxPoolConns = 40
+
 // serveConfig is every setting of `readmodel serve`.
 type serveConfig struct {
 	// GCPercent is the collector's target in force (config.ServiceGC), logged at start.
@@ -62,7 +78,7 @@ func loadServeConfig(cmd *cobra.Command) (serveConfig, error) {
 	c.LogFormat = config.Env("BERTH_LOG_FORMAT", "json")
 	c.TokenMaxTTL, err = auth.ParseMaxLifetime(config.Env(auth.MaxLifetimeEnvVar, ""))
 	errs.Check(err)
-	c.Workers, err = config.Int("BERTH_READMODEL_WORKERS", 16)
+	c.Workers, err = config.Int("BERTH_READMODEL_WORKERS", defaultWorkers)
 	errs.Check(err)
 	c.MaxDeliver, err = config.Int("BERTH_MAX_DELIVER", 5)
 	errs.Check(err)
@@ -151,7 +167,7 @@ func run(ctx context.Context, cfg serveConfig, stdout io.Writer, ready chan<- st
 	if _, err := telemetry.ServePprof(ctx, config.Env(telemetry.PprofAddrEnv, ""), log); err != nil {
 		return cli.Usage(err)
 	}
-	db, err := postgres.Open(ctx, cfg.DatabaseURL, postgres.Options{MaxConns: int32(cfg.Workers*2 + 8), Telemetry: tel})
+	db, err := postgres.Open(ctx, cfg.DatabaseURL, postgres.Options{MaxConns: int32(min(cfg.Workers*2+8, maxPoolConns)), Telemetry: tel})
 	if err != nil {
 		return fmt.Errorf("database: %w", err)
 	}

@@ -95,9 +95,37 @@ if [[ "${REDIS_STATS:-0}" == 1 ]]; then
 		curl -fsS "http://127.0.0.1:$((BASE + 10 + i))/metrics" 2>/dev/null | grep '^berth_cache_' >"$WORK/cache-before-$i.txt" || true
 	done
 fi
+# The events side, counted: the NATS server's messages in and out, each
+# consumer's deliveries and acks (ordered consumers, named by the client,
+# summed as "ordered"), and the read model's and the relays' rounds, from the
+# holds' start to their end (events_snapshot, printed per hold below).
+events_snapshot() {
+	{
+		curl -fsS "$NATS_MONITOR/varz" | jq -r '"nats_in_msgs \(.in_msgs)", "nats_out_msgs \(.out_msgs)"'
+		curl -fsS "$NATS_MONITOR/jsz?consumers=true&config=true" | jq -r '
+			[.account_details[]?.stream_detail[]?.consumer_detail[]?] | group_by(if .config.durable_name then .name else "ordered" end)[]
+			| "deliveries[\(if .[0].config.durable_name then .[0].name else "ordered" end)] \(map(.delivered.consumer_seq) | add)",
+			  "acks[\(if .[0].config.durable_name then .[0].name else "ordered" end)] \(map(.ack_floor.consumer_seq) | add)"'
+		local u
+		for u in "$BERTH_READMODEL_URL" ${BERTH_BOOKING_URLS//,/ }; do
+			curl -fsS "${u#*=}/metrics" 2>/dev/null | awk '$1 ~ /^berth_(readmodel_round|outbox_relay)[a-z_]*_total({|$)/ { sub(/{.*/, "", $1); n[$1] += $NF } END { for (k in n) print k, n[k] }'
+		done
+	} 2>/dev/null | sort
+}
+until grep -q 'hold_http …' "$OUT" 2>/dev/null; do sleep 0.1; kill -0 "$run" 2>/dev/null || break; done
+events_snapshot >"$WORK/events.before"
 wait "$run" "${profiles[@]}"
+events_snapshot >"$WORK/events.after"
 [[ -n "${PROFILE_DIR:-}" ]] && log "profiles in $PROFILE_DIR (go tool pprof -top $PROFILE_DIR/booking-us-east.pprof)"
 holds="$(awk '$1 == "hold_http" { print $3; exit }' "$OUT")"
+if [[ -n "$holds" ]]; then
+	total="$(awk '$1 == "hold_http" { print $2; exit }' "$OUT")"
+	printf '\nthe events side during the holds, per hold (%s holds):\n' "$total"
+	# Counters summed over processes; the relays' and the read model's
+	# rounds are counted by binaries that report them.
+	awk -v holds="$total" 'NR == FNR { b[$1] = $2; next } { printf "  %-48s %8.3f\n", $1, ($2 - b[$1]) / holds }' \
+		"$WORK/events.before" "$WORK/events.after"
+fi
 if [[ "${STATEMENTS:-0}" == 1 && -n "$holds" ]]; then
 	# The audit after the holds adds statements run once; at least one call
 	# per hundred holds keeps them out.

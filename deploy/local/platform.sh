@@ -17,7 +17,8 @@
 #
 # Afterwards: BIN (the binaries, loadtest included), WORK (scratch directory;
 # logs in $WORK/logs), DB_URL, ADMIN_URL (the server's admin database),
-# PID_OF[name] and REDIS_PID/NATS_PID (for per-process accounting), REDIS_PORT, and the
+# PID_OF[name] and REDIS_PID/NATS_PID (for per-process accounting), REDIS_PORT,
+# NATS_MONITOR, and the
 # BERTH_* exports of .local/env pointing at this platform, BERTH_ADMIN_TOKEN
 # and BERTH_OPS_TOKEN included.
 #
@@ -27,7 +28,8 @@
 # tree's: before/after comparisons; its loadtest too, when it holds one),
 # PROFILE_DIR (unset: no profiling; else
 # every service serves net/http/pprof on PORT_BASE+39…, the NATS server on
-# PORT_BASE+38, listed in PPROF_OF),
+# PORT_BASE+38, listed in PPROF_OF; the NATS server's monitoring endpoint is
+# always on PORT_BASE+37, NATS_MONITOR),
 # KEEP_LOGS=1 (keep the scratch directory with the services' logs), KEEP_DB=1
 # (keep the scratch database, e.g. to EXPLAIN the statements on its data),
 # LAYOUT (together: each region's router runs inside its booking service,
@@ -145,7 +147,11 @@ platform_up() {
 		# The broker is profiled too (its own pprof listener), as "nats".
 		nats_prof=(--profile $((BASE + 38))) && PPROF_OF[nats]=$((BASE + 38))
 	fi
-	"$nats_bin" -js -a 127.0.0.1 -p "$nats_port" -sd "$WORK/nats" "${nats_prof[@]}" >"$WORK/logs/nats.log" 2>&1 </dev/null &
+	# The monitoring endpoint (/varz, /jsz) counts messages in and out and
+	# each consumer's deliveries: cpu-per-hold.sh reads it per hold.
+	NATS_MONITOR="http://127.0.0.1:$((BASE + 37))"
+	"$nats_bin" -js -a 127.0.0.1 -p "$nats_port" -m $((BASE + 37)) -sd "$WORK/nats" "${nats_prof[@]}" \
+		>"$WORK/logs/nats.log" 2>&1 </dev/null &
 	PIDS+=($!) && NATS_PID=$!
 
 	psql "$ADMIN_URL" -qc "CREATE DATABASE $DB" >/dev/null

@@ -45,8 +45,8 @@ type RelayConfig struct {
 	// TracerProvider makes the producer spans of traced events (default
 	// the global provider).
 	TracerProvider trace.TracerProvider
-	// MeterProvider gets the pruned-rows counter (default the global
-	// provider).
+	// MeterProvider gets the pruned-rows counter and the rounds' counters
+	// (default the global provider).
 	MeterProvider metric.MeterProvider
 }
 
@@ -57,6 +57,11 @@ type Relay struct {
 	cfg    RelayConfig
 	tracer trace.Tracer
 	pruned metric.Int64Counter
+	// rounds and relayed count the claiming rounds (one claim statement
+	// each, empty ones included) and the events they published: their
+	// quotient is the events per round, what a round's statements are
+	// shared by (docs/PERFORMANCE.md, "The events side per hold").
+	rounds, relayed metric.Int64Counter
 }
 
 // NewRelay returns a relay; call Run.
@@ -98,7 +103,21 @@ func NewRelay(js jetstream.JetStream, out Outbox, cfg RelayConfig) *Relay {
 		cfg.Log.Warn("outbox pruned counter", "err", err)
 		pruned = noop.Int64Counter{}
 	}
-	return &Relay{js: js, out: out, cfg: cfg, tracer: tracer(cfg.TracerProvider), pruned: pruned}
+	r := &Relay{js: js, out: out, cfg: cfg, tracer: tracer(cfg.TracerProvider), pruned: pruned}
+	r.rounds = counter(cfg, "berth.outbox.relay.rounds", "{round}", "Relay rounds (claiming transactions), empty ones included")
+	r.relayed = counter(cfg, "berth.outbox.relay.events", "{event}", "Outbox events published and marked sent by the relay")
+	return r
+}
+
+// counter is a counter of the relay's meter, or one that counts nothing
+// when it cannot be built: a metric must not stop the relay.
+func counter(cfg RelayConfig, name, unit, desc string) metric.Int64Counter {
+	c, err := cfg.MeterProvider.Meter(tracerName).Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+	if err != nil {
+		cfg.Log.Warn("relay counter", "name", name, "err", err)
+		return noop.Int64Counter{}
+	}
+	return c
 }
 
 // Run relays until ctx ends. A batch in flight when ctx ends is finished
@@ -115,6 +134,7 @@ func (r *Relay) Run(ctx context.Context) {
 		sleep(ctx, bo.next())
 	}
 	bo.reset()
+	region := metric.WithAttributes(attribute.String("region", r.cfg.Region))
 	// Pruning runs beside the relay, not between its rounds: a relay kept
 	// busy by full rounds never paused long enough to prune, and the sent
 	// rows grew without bound (ADR 0016).
@@ -131,6 +151,10 @@ func (r *Relay) Run(ctx context.Context) {
 		round, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.AckTimeout+30*time.Second)
 		n, err := r.out.RelayOutbox(round, r.cfg.Batch, r.publish)
 		cancel()
+		r.rounds.Add(ctx, 1, region)
+		if n > 0 {
+			r.relayed.Add(ctx, int64(n), region)
+		}
 		switch {
 		case err != nil:
 			d := bo.next()

@@ -57,6 +57,7 @@ type Projector struct {
 	// Rounds of more than one event, the events they carried, and those
 	// that failed (their events then applied alone).
 	rounds, roundEvents, roundsFailed atomic.Int64
+	waiting                           atomic.Int64 // calls of apply in a round or queued for one
 }
 
 // Rounds reports the rounds of more than one event run so far, the events
@@ -64,6 +65,13 @@ type Projector struct {
 // applied alone.
 func (p *Projector) Rounds() (rounds, events, failed int64) {
 	return p.rounds.Load(), p.roundEvents.Load(), p.roundsFailed.Load()
+}
+
+// Waiting reports the events handed to the projector whose round has not
+// answered yet: those in the running round and those queued for the next.
+// Each is a consumer worker's message, so the workers bound it.
+func (p *Projector) Waiting() int {
+	return int(p.waiting.Load())
 }
 
 // waiter is one event waiting for its round.
@@ -137,6 +145,8 @@ func (p *Projector) apply(ctx context.Context, c view.Change) (view.Applied, err
 	if p.MaxRound <= 1 {
 		return p.alone(ctx, c)
 	}
+	p.waiting.Add(1)
+	defer p.waiting.Add(-1)
 	w := &waiter{ctx: ctx, change: c, done: make(chan outcome, 1)}
 	p.roundMu.Lock()
 	p.queue = append(p.queue, w)
