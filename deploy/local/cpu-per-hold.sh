@@ -10,6 +10,9 @@
 #   1. loadtest baseline --mode http (holds through the routers, spread
 #      inventory, closed loop) with --cpu-pids/--cpu-postgres: CPU seconds of
 #      every process during the run, per hold;
+#      After it, the events side per hold: the NATS server's messages in and
+#      out and each consumer's deliveries and acks (its monitoring endpoint),
+#      the relays' and the read model's rounds (their /metrics);
 #   2. loadtest txcost --legs "minimal pgbench" right after: the minimal hold
 #      transaction's rate on the same server, and the ratio of the two.
 #
@@ -101,16 +104,18 @@ fi
 # holds' start to their end (events_snapshot, printed per hold below).
 events_snapshot() {
 	{
-		curl -fsS "$NATS_MONITOR/varz" | jq -r '"nats_in_msgs \(.in_msgs)", "nats_out_msgs \(.out_msgs)"'
-		curl -fsS "$NATS_MONITOR/jsz?consumers=true&config=true" | jq -r '
-			[.account_details[]?.stream_detail[]?.consumer_detail[]?] | group_by(if .config.durable_name then .name else "ordered" end)[]
-			| "deliveries[\(if .[0].config.durable_name then .[0].name else "ordered" end)] \(map(.delivered.consumer_seq) | add)",
-			  "acks[\(if .[0].config.durable_name then .[0].name else "ordered" end)] \(map(.ack_floor.consumer_seq) | add)"'
+		if command -v jq >/dev/null; then
+			curl -fsS "$NATS_MONITOR/varz" | jq -r '"nats_in_msgs \(.in_msgs)", "nats_out_msgs \(.out_msgs)"' || true
+			curl -fsS "$NATS_MONITOR/jsz?consumers=true&config=true" | jq -r '
+				.account_details[]?.stream_detail[]?.consumer_detail[]?
+				| (if .config.durable_name then .name else "ordered" end) as $c
+				| "deliveries[\($c)] \(.delivered.consumer_seq)", "acks[\($c)] \(.ack_floor.consumer_seq)"' || true
+		fi
 		local u
 		for u in "$BERTH_READMODEL_URL" ${BERTH_BOOKING_URLS//,/ }; do
-			curl -fsS "${u#*=}/metrics" 2>/dev/null | awk '$1 ~ /^berth_(readmodel_round|outbox_relay)[a-z_]*_total({|$)/ { sub(/{.*/, "", $1); n[$1] += $NF } END { for (k in n) print k, n[k] }'
+			curl -fsS "${u#*=}/metrics" | awk '$1 ~ /^berth_(readmodel_round|outbox_relay)[a-z_]*_total({|$)/ { sub(/{.*/, "", $1); print $1, $NF }' || true
 		done
-	} 2>/dev/null | sort
+	} 2>/dev/null | awk '{ n[$1] += $2 } END { for (k in n) print k, n[k] }' | sort
 }
 until grep -q 'hold_http …' "$OUT" 2>/dev/null; do sleep 0.1; kill -0 "$run" 2>/dev/null || break; done
 events_snapshot >"$WORK/events.before"
@@ -123,7 +128,7 @@ if [[ -n "$holds" ]]; then
 	printf '\nthe events side during the holds, per hold (%s holds):\n' "$total"
 	# Counters summed over processes; the relays' and the read model's
 	# rounds are counted by binaries that report them.
-	awk -v holds="$total" 'NR == FNR { b[$1] = $2; next } { printf "  %-48s %8.3f\n", $1, ($2 - b[$1]) / holds }' \
+	awk -v holds="$total" 'NR == FNR { b[$1] = $2; next } $2 != b[$1] { printf "  %-48s %8.3f\n", $1, ($2 - b[$1]) / holds }' \
 		"$WORK/events.before" "$WORK/events.after"
 fi
 if [[ "${STATEMENTS:-0}" == 1 && -n "$holds" ]]; then
