@@ -28,11 +28,10 @@ import (
 
 // defaultWorkers is the projection's messages in hand at once
 // (BERTH_READMODEL_WORKERS). Each waits in its round (ADR 0021), so it also
-// bounds a round: at 16, rounds under load carried 9.5 events of the relays'
-// bursts of 20 or so, and a backlog was applied 16 at a time. At 64 a round
-// takes what is pending, 26 events a round under the same load: 0.35 × the
-// statements, 0.78 × the read model's database CPU per hold
-// (docs/PERFORMANCE.md, "The events side per hold, counted").
+// bounds a round: at 16, rounds under load carried 9–10 events of the
+// relays' bursts of 13–26, and a backlog was applied 16 at a time. At 64 a
+// round takes what is pending, 24–29 events under the same load: a third of
+// the statements, 0.80 × the read model's database CPU per hold (ADR 0028).
 const defaultWorkers = 64
 
 // maxPoolConns bounds the read model's database connections whatever the
