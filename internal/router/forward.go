@@ -30,8 +30,10 @@ func removeHopHeaders(h http.Header) {
 			}
 		}
 	}
+	// The names are canonical already: a plain delete is what Del does
+	// with them, without canonicalizing each again on every hop.
 	for _, name := range hopHeaders {
-		h.Del(name)
+		delete(h, name)
 	}
 }
 
@@ -169,7 +171,8 @@ func misdirectedHome(resp *http.Response) string {
 // send makes one upstream attempt and returns the response with its headers
 // read; the body is the caller's to close.
 func (rt *Router) send(r *http.Request, body []byte, target *url.URL) (*http.Response, error) {
-	u := *target
+	u := new(url.URL)
+	*u = *target
 	u.Path = target.Path + r.URL.Path
 	u.RawPath = ""
 	if r.URL.RawPath != "" {
@@ -179,31 +182,25 @@ func (rt *Router) send(r *http.Request, body []byte, target *url.URL) (*http.Res
 	// The attempt's deadline covers the wait for response headers; the body
 	// copy that follows is bounded by the server's write timeout.
 	ctx, cancel := context.WithTimeoutCause(r.Context(), rt.cfg.AttemptTimeout, errAttemptTimeout)
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	out, err := http.NewRequestWithContext(ctx, r.Method, u.String(), rd)
-	if err != nil {
-		cancel()
-		return nil, err
-	}
+	out := outgoing(ctx, r.Method, u, body)
 	out.Header = r.Header.Clone()
 	removeHopHeaders(out.Header)
-	out.ContentLength = int64(len(body))
 	// A client's own X-Forwarded-For is dropped; a trusted proxy's grows by
 	// its address (BERTH_TRUSTED_PROXIES).
-	out.Header.Del("X-Forwarded-For")
+	delete(out.Header, "X-Forwarded-For")
 	if xff := rt.cfg.TrustedProxies.ForwardHeader(r); xff != "" {
 		out.Header.Set("X-Forwarded-For", xff)
 	}
 	out.Header.Set("X-Forwarded-Host", r.Host)
+	// The constant values are shared, read-only slices (Set and Add never
+	// write into a value slice; len = cap, an Add copies): no allocation
+	// per hop for what never changes.
 	if r.TLS != nil {
-		out.Header.Set("X-Forwarded-Proto", "https")
+		out.Header["X-Forwarded-Proto"] = protoHTTPS
 	} else {
-		out.Header.Set("X-Forwarded-Proto", "http")
+		out.Header["X-Forwarded-Proto"] = protoHTTP
 	}
-	out.Header.Set("X-Berth-Router", rt.cfg.Region)
+	out.Header["X-Berth-Router"] = rt.regionValue
 	resp, err := rt.transport.RoundTrip(out)
 	if err != nil {
 		cancel()
@@ -214,6 +211,37 @@ func (rt *Router) send(r *http.Request, body []byte, target *url.URL) (*http.Res
 }
 
 var errAttemptTimeout = errors.New("upstream attempt timed out")
+
+var (
+	protoHTTP  = []string{"http"}
+	protoHTTPS = []string{"https"}
+)
+
+// outgoing is http.NewRequestWithContext(ctx, method, u.String(), body as
+// a bytes.Reader), less the round trip of the URL through its text: the
+// same request (Host without an empty port, the body's length, a GetBody
+// for the transport's own retries, http.NoBody for an empty body) without
+// formatting a URL only to parse it back. The caller sets Header.
+func outgoing(ctx context.Context, method string, u *url.URL, body []byte) *http.Request {
+	u.Host = strings.TrimSuffix(u.Host, ":")
+	out := &http.Request{Method: method, URL: u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Host: u.Host}
+	switch {
+	case body == nil:
+	case len(body) == 0:
+		out.Body = http.NoBody
+		out.GetBody = func() (io.ReadCloser, error) { return http.NoBody, nil }
+	default:
+		out.Body = newBodyReader(body)
+		out.ContentLength = int64(len(body))
+		out.GetBody = func() (io.ReadCloser, error) { return newBodyReader(body), nil }
+	}
+	return out.WithContext(ctx)
+}
+
+// newBodyReader is the body http.NewRequest makes of a bytes.Reader: the
+// transport knows an io.NopCloser of one as in-memory and sends it with
+// the headers in one write.
+func newBodyReader(body []byte) io.ReadCloser { return io.NopCloser(bytes.NewReader(body)) }
 
 // cancelBody releases the attempt's context once the body is closed.
 type cancelBody struct {
@@ -234,10 +262,12 @@ func (rt *Router) copyResponse(w *telemetry.StatusRecorder, resp *http.Response,
 		h[k] = v
 	}
 	removeHopHeaders(h)
-	if home != "" {
+	if v := rt.homeValues[home]; v != nil {
+		h["X-Berth-Home-Region"] = v
+	} else if home != "" {
 		h.Set("X-Berth-Home-Region", home)
 	}
-	h.Set("X-Berth-Router", rt.cfg.Region)
+	h["X-Berth-Router"] = rt.regionValue
 	w.WriteHeader(resp.StatusCode)
 	bp := rt.bufs.Get().(*[]byte)
 	defer rt.bufs.Put(bp)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -99,9 +98,15 @@ type recorder struct {
 	header  http.Header
 	sent    http.Header // the header snapshot taken at WriteHeader
 	status  int
-	body    bytes.Buffer
+	body    recordedBody
 	written bool
 }
+
+// recordedBody is the answer's body as the router reads it back: the
+// buffer, nothing to close (io.NopCloser's allocation saved).
+type recordedBody struct{ bytes.Buffer }
+
+func (*recordedBody) Close() error { return nil }
 
 func (w *recorder) Header() http.Header { return w.header }
 
@@ -148,14 +153,34 @@ func (w *recorder) response(r *http.Request) *http.Response {
 		}
 	}
 	return &http.Response{
-		Status:     strconv.Itoa(w.status) + " " + http.StatusText(w.status),
+		Status:     statusLine(w.status),
 		StatusCode: w.status,
 		Proto:      "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header:        h,
-		Body:          io.NopCloser(&w.body),
+		Body:          &w.body,
 		ContentLength: n,
 		Request:       r,
 	}
+}
+
+// statusLines are the Status of a response ("201 Created") for every code
+// net/http names, made once rather than per answer.
+var statusLines = func() map[int]string {
+	m := map[int]string{}
+	for code := 100; code < 600; code++ {
+		if text := http.StatusText(code); text != "" {
+			m[code] = strconv.Itoa(code) + " " + text
+		}
+	}
+	return m
+}()
+
+// statusLine is strconv.Itoa(code) + " " + http.StatusText(code).
+func statusLine(code int) string {
+	if s, ok := statusLines[code]; ok {
+		return s
+	}
+	return strconv.Itoa(code) + " " + http.StatusText(code)
 }
 
 // bodyAllowed reports whether a response of this status may have a body

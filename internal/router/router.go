@@ -102,6 +102,11 @@ type Router struct {
 	transport http.RoundTripper
 	metrics   *metrics
 	bufs      sync.Pool
+	// regionValue and homeValues are the values of X-Berth-Router and
+	// X-Berth-Home-Region, made once and shared read-only by every request
+	// (see send).
+	regionValue []string
+	homeValues  map[string][]string
 }
 
 // New validates cfg and returns a Router.
@@ -127,7 +132,8 @@ func New(cfg Config) (*Router, error) {
 	if cfg.Directory == nil {
 		return nil, errors.New("router: a placement directory is required")
 	}
-	rt := &Router{cfg: cfg, log: cfg.Logger, bookings: map[string]*url.URL{}, transport: cfg.Transport, metrics: newMetrics()}
+	rt := &Router{cfg: cfg, log: cfg.Logger, bookings: map[string]*url.URL{}, transport: cfg.Transport, metrics: newMetrics(),
+		regionValue: []string{cfg.Region}, homeValues: map[string][]string{}}
 	rt.bufs.New = func() any { b := make([]byte, 32<<10); return &b }
 	for region, raw := range cfg.Bookings {
 		u, err := parseBase(raw)
@@ -135,6 +141,7 @@ func New(cfg Config) (*Router, error) {
 			return nil, fmt.Errorf("booking URL of %s: %w", region, err)
 		}
 		rt.bookings[region] = u
+		rt.homeValues[region] = []string{region}
 	}
 	if rt.bookings[cfg.Region] == nil {
 		return nil, fmt.Errorf("router: no booking URL for its own region %s", cfg.Region)

@@ -105,10 +105,17 @@ func (h *hopTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	// A RoundTripper must not modify its request: the context goes into a
 	// shallow copy's own header map (the body is shared and consumed once,
-	// as the base transport would).
+	// as the base transport would). The map is the copy's, with room for
+	// the trace context; the value slices are shared, capped at their
+	// length — Set replaces a slice, Add reallocates it, so nothing written
+	// to the copy reaches the caller's header (the values needn't be
+	// copied, as http.Header.Clone does).
 	out := r.WithContext(r.Context())
-	out.Header = r.Header.Clone()
-	h.prop.Inject(r.Context(), propagation.HeaderCarrier(out.Header))
+	out.Header = make(http.Header, len(r.Header)+1)
+	for k, v := range r.Header {
+		out.Header[k] = v[:len(v):len(v)]
+	}
+	h.prop.Inject(r.Context(), httpCarrier(out.Header))
 	return h.base.RoundTrip(out)
 }
 

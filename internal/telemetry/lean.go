@@ -11,7 +11,6 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/propagation"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/semconv/v1.43.0/httpconv"
 	"go.opentelemetry.io/otel/trace"
@@ -70,7 +69,7 @@ func (l *leanServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	start := time.Now()
-	ctx := otel.GetTextMapPropagator().Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+	ctx := otel.GetTextMapPropagator().Extract(r.Context(), httpCarrier(r.Header))
 	if trace.SpanContextFromContext(ctx).IsSampled() {
 		// The span will be recorded: otelhttp gives it its attributes.
 		l.full.ServeHTTP(w, r)

@@ -77,7 +77,7 @@ func (p *proxyMiddleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Pattern = p.route(r)
 	}
 	sw := &StatusRecorder{ResponseWriter: w}
-	ctx := p.prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+	ctx := p.prop.Extract(r.Context(), httpCarrier(r.Header))
 	if !p.t.rootsUnsampled || trace.SpanContextFromContext(ctx).IsSampled() {
 		p.traced.ServeHTTP(sw, r)
 	} else {
