@@ -114,7 +114,11 @@ type Client struct {
 	tokens  *auth.Tokens
 	admin   string
 	ops     string
-	guests  sync.Map // guest id → token
+	// guests caches the tokens of recent guests (guest id → token), at
+	// most maxGuestTokens: a baseline invents a guest per hold, so an
+	// unbounded cache grew with the run's length.
+	guestsMu sync.Mutex
+	guests   map[string]string
 	// do sends Do's requests (HTTP's transport, no Timeout of its own);
 	// timeout bounds each.
 	do      *http.Client
@@ -172,17 +176,39 @@ func (c *Client) Admin() string { return c.admin }
 // Ops returns the ops token.
 func (c *Client) Ops() string { return c.ops }
 
-// Guest returns a token for guest id (minted once, then cached).
+// maxGuestTokens bounds the guest tokens a Client keeps. A token costs
+// about a microsecond to mint (auth.Tokens.Mint), so the cache saves little
+// and must not grow with a long run's invented guests.
+const maxGuestTokens = 1 << 16
+
+// Guest returns a token for guest id: the same one while it is cached (at
+// most maxGuestTokens guests; the cache starts over when full, and a guest
+// then gets a new token, as valid as the first).
 func (c *Client) Guest(id string) string {
-	if t, ok := c.guests.Load(id); ok {
-		return t.(string)
+	c.guestsMu.Lock()
+	t, ok := c.guests[id]
+	c.guestsMu.Unlock()
+	if ok {
+		return t
 	}
 	t, err := c.mint(id, berth.RoleGuest)
 	if err != nil {
 		return ""
 	}
-	c.guests.Store(id, t)
+	c.guestsMu.Lock()
+	if c.guests == nil || len(c.guests) >= maxGuestTokens {
+		c.guests = make(map[string]string)
+	}
+	c.guests[id] = t
+	c.guestsMu.Unlock()
 	return t
+}
+
+// cachedGuests is how many guest tokens c keeps.
+func (c *Client) cachedGuests() int {
+	c.guestsMu.Lock()
+	defer c.guestsMu.Unlock()
+	return len(c.guests)
 }
 
 // Request is one call.

@@ -3,10 +3,14 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	"github.com/berthhq/berth/internal/auth"
+	"github.com/berthhq/berth/internal/berth"
 )
 
 func TestFollowsMisdirected(t *testing.T) {
@@ -56,5 +60,37 @@ func TestOutcome(t *testing.T) {
 		if got := Outcome(c.r, c.err); got != c.want {
 			t.Errorf("%+v %v: %s, want %s", c.r, c.err, got, c.want)
 		}
+	}
+}
+
+// A run that invents a guest per request keeps at most maxGuestTokens
+// tokens, and every token it hands out is one the platform accepts for
+// that guest.
+func TestGuestTokensStayBounded(t *testing.T) {
+	t.Parallel()
+	const secret = "0123456789abcdef0123456789abcdef"
+	c, err := New(Targets{}, secret, "x", "x", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	verify, err := auth.New(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range maxGuestTokens + 100 {
+		id := fmt.Sprintf("guest-%d", i)
+		tok := c.Guest(id)
+		if i%997 == 0 {
+			p, err := verify.Verify(tok)
+			if err != nil || p.Subject != id || p.Role != berth.RoleGuest {
+				t.Fatalf("token of %s: %+v, %v", id, p, err)
+			}
+		}
+		if n := c.cachedGuests(); n > maxGuestTokens {
+			t.Fatalf("%d guest tokens kept after %d guests; want at most %d", n, i+1, maxGuestTokens)
+		}
+	}
+	if c.Guest("recent") != c.Guest("recent") {
+		t.Fatal("a cached guest got another token")
 	}
 }
