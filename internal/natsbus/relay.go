@@ -62,6 +62,8 @@ type Relay struct {
 	// quotient is the events per round, what a round's statements are
 	// shared by (docs/PERFORMANCE.md, "The events side per hold").
 	rounds, relayed metric.Int64Counter
+	// region is the attribute every count of the relay carries.
+	region metric.MeasurementOption
 }
 
 // NewRelay returns a relay; call Run.
@@ -96,14 +98,9 @@ func NewRelay(js jetstream.JetStream, out Outbox, cfg RelayConfig) *Relay {
 	if cfg.MeterProvider == nil {
 		cfg.MeterProvider = otel.GetMeterProvider()
 	}
-	pruned, err := cfg.MeterProvider.Meter(tracerName).Int64Counter("berth.outbox.pruned",
-		metric.WithUnit("{event}"), metric.WithDescription("Sent outbox events deleted after the retention"))
-	if err != nil {
-		// A counter that cannot be built must not stop the relay.
-		cfg.Log.Warn("outbox pruned counter", "err", err)
-		pruned = noop.Int64Counter{}
-	}
-	r := &Relay{js: js, out: out, cfg: cfg, tracer: tracer(cfg.TracerProvider), pruned: pruned}
+	r := &Relay{js: js, out: out, cfg: cfg, tracer: tracer(cfg.TracerProvider),
+		region: metric.WithAttributes(attribute.String("region", cfg.Region))}
+	r.pruned = counter(cfg, "berth.outbox.pruned", "{event}", "Sent outbox events deleted after the retention")
 	r.rounds = counter(cfg, "berth.outbox.relay.rounds", "{round}", "Relay rounds (claiming transactions), empty ones included")
 	r.relayed = counter(cfg, "berth.outbox.relay.events", "{event}", "Outbox events published and marked sent by the relay")
 	return r
@@ -134,7 +131,6 @@ func (r *Relay) Run(ctx context.Context) {
 		sleep(ctx, bo.next())
 	}
 	bo.reset()
-	region := metric.WithAttributes(attribute.String("region", r.cfg.Region))
 	// Pruning runs beside the relay, not between its rounds: a relay kept
 	// busy by full rounds never paused long enough to prune, and the sent
 	// rows grew without bound (ADR 0016).
@@ -151,9 +147,9 @@ func (r *Relay) Run(ctx context.Context) {
 		round, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.AckTimeout+30*time.Second)
 		n, err := r.out.RelayOutbox(round, r.cfg.Batch, r.publish)
 		cancel()
-		r.rounds.Add(ctx, 1, region)
+		r.rounds.Add(ctx, 1, r.region)
 		if n > 0 {
-			r.relayed.Add(ctx, int64(n), region)
+			r.relayed.Add(ctx, int64(n), r.region)
 		}
 		switch {
 		case err != nil:
@@ -203,7 +199,7 @@ func (r *Relay) Prune(ctx context.Context) (caughtUp bool, err error) {
 	total := 0
 	defer func() {
 		if total > 0 {
-			r.pruned.Add(context.WithoutCancel(ctx), int64(total), metric.WithAttributes(attribute.String("region", r.cfg.Region)))
+			r.pruned.Add(context.WithoutCancel(ctx), int64(total), r.region)
 			r.cfg.Log.Info("pruned outbox", "component", "outbox-relay", "relay_region", r.cfg.Region,
 				"count", total, "caught_up", caughtUp, "took", time.Since(start).String())
 		}
