@@ -16,6 +16,7 @@ import (
 	"github.com/berthhq/berth/internal/postgres"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // outboxRow inserts an outbox row of region created age ago; sentAge < 0
@@ -136,23 +137,23 @@ func (o *countingOutbox) PruneOutbox(ctx context.Context, keep time.Duration, li
 
 // Prune runs while the relay is kept busy with full rounds: it used to run
 // only after a round that was not full.
-func TestPruneRunsWhileTheRelayIsBusy(t *testing.T) {
-	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	db, _ := dbtest.New(t, postgres.Options{})
-	pool := dbtest.SQL(db)
-	f := seedPrune(t, ctx, pool, 25)
-	// A backlog of unsent events relayed one a round keeps every round full.
+// insertUnsent writes n unsent events of us-east for a relay to publish.
+func insertUnsent(t *testing.T, ctx context.Context, pool *pgxpool.Pool, n int) {
+	t.Helper()
 	if _, err := pool.Exec(ctx, `INSERT INTO outbox (partition_id, event_id, home_region, kind, event_type,
 		aggregate_id, aggregate_version, payload)
 		SELECT gen_random_uuid(), gen_random_uuid(), 'us-east', 'hotel', 'test.event', gen_random_uuid(), 1, '{}'
-		FROM generate_series(1, 3000)`); err != nil {
+		FROM generate_series(1, $1::INT)`, n); err != nil {
 		t.Fatal(err)
 	}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// relayJetStream is JetStream on a fresh in-process nats-server, for a
+// relay to publish to.
+func relayJetStream(t *testing.T, name string, log *slog.Logger) jetstream.JetStream {
+	t.Helper()
 	srv := natstest.Start(t)
-	nc, err := natsbus.Connect(srv.URL, "prune-test", quiet)
+	nc, err := natsbus.Connect(srv.URL, name, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,6 +162,20 @@ func TestPruneRunsWhileTheRelayIsBusy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return js
+}
+
+func TestPruneRunsWhileTheRelayIsBusy(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db, _ := dbtest.New(t, postgres.Options{})
+	pool := dbtest.SQL(db)
+	f := seedPrune(t, ctx, pool, 25)
+	// A backlog of unsent events relayed one a round keeps every round full.
+	insertUnsent(t, ctx, pool, 3000)
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	js := relayJetStream(t, "prune-test", quiet)
 	out := &countingOutbox{Outbox: postgres.NewStore(db, "us-east", time.Minute), batch: 1}
 	relay := natsbus.NewRelay(js, out, natsbus.RelayConfig{Region: "us-east", Batch: 1, PruneBatch: 10, Log: quiet})
 	run, stop := context.WithCancel(ctx)

@@ -10,7 +10,6 @@ import (
 
 	"github.com/berthhq/berth/internal/dbtest"
 	"github.com/berthhq/berth/internal/natsbus"
-	"github.com/berthhq/berth/internal/natsbus/natstest"
 	"github.com/berthhq/berth/internal/postgres"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -26,23 +25,9 @@ func TestRelayCountsRoundsAndEvents(t *testing.T) {
 	defer cancel()
 	db, _ := dbtest.New(t, postgres.Options{})
 	pool := dbtest.SQL(db)
-	if _, err := pool.Exec(ctx, `INSERT INTO outbox (partition_id, event_id, home_region, kind, event_type,
-		aggregate_id, aggregate_version, payload)
-		SELECT gen_random_uuid(), gen_random_uuid(), 'us-east', 'hotel', 'test.event', gen_random_uuid(), 1, '{}'
-		FROM generate_series(1, 25)`); err != nil {
-		t.Fatal(err)
-	}
+	insertUnsent(t, ctx, pool, 25)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv := natstest.Start(t)
-	nc, err := natsbus.Connect(srv.URL, "relay-metrics-test", quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := natsbus.NewJetStream(nc, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := relayJetStream(t, "relay-metrics-test", quiet)
 	reader := sdkmetric.NewManualReader()
 	relay := natsbus.NewRelay(js, postgres.NewStore(db, "us-east", time.Minute), natsbus.RelayConfig{
 		Region: "us-east", Batch: 10, Poll: 10 * time.Millisecond, Log: quiet,
