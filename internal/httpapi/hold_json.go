@@ -4,10 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"strconv"
-	"time"
 
 	"github.com/berthhq/berth/internal/jsonscan"
-	"github.com/berthhq/berth/internal/reservation"
 )
 
 // The hold is the hottest write: its body is read and its fingerprint
@@ -144,71 +142,4 @@ func requestHash(route, subject string, body []byte) string {
 	h.Write(body)
 	var sum [sha256.Size]byte
 	return hex.EncodeToString(h.Sum(sum[:0]))
-}
-
-// appendReservation appends r as json.Marshal(r) encodes it, for the
-// answer every hold renders inside its transaction; ok is false (and
-// render uses encoding/json) for what a fresh hold never carries — released
-// nights, rooms, a walk — and for a time json.Marshal would refuse.
-func appendReservation(dst []byte, r reservation.Reservation) (out []byte, ok bool) {
-	if r.ReleasedFrom != nil || len(r.Rooms) > 0 || r.Walk != nil || r.RelocatedFrom != nil {
-		return dst, false
-	}
-	dst = append(dst, `{"reservation_id":`...)
-	dst = appendJSONString(dst, r.ID)
-	dst = append(dst, `,"hotel_id":`...)
-	dst = appendJSONString(dst, r.HotelID)
-	dst = append(dst, `,"room_type_id":`...)
-	dst = appendJSONString(dst, r.RoomTypeID)
-	dst = append(dst, `,"guest_id":`...)
-	dst = appendJSONString(dst, r.GuestID)
-	dst = append(dst, `,"check_in":`...)
-	dst = appendJSONString(dst, r.CheckIn.String())
-	dst = append(dst, `,"check_out":`...)
-	dst = appendJSONString(dst, r.CheckOut.String())
-	dst = append(dst, `,"quantity":`...)
-	dst = strconv.AppendInt(dst, int64(r.Quantity), 10)
-	dst = append(dst, `,"status":`...)
-	dst = appendJSONString(dst, string(r.Status))
-	dst = append(dst, `,"hold_expires_at":`...)
-	if dst, ok = appendJSONTime(dst, r.HoldExpiresAt); !ok {
-		return dst, false
-	}
-	dst = append(dst, `,"total_price_cents":`...)
-	dst = strconv.AppendInt(dst, r.TotalPriceCents, 10)
-	dst = append(dst, `,"currency":`...)
-	dst = appendJSONString(dst, r.Currency)
-	for _, m := range []struct{ name, v string }{ // omitempty
-		{`,"payment_ref":`, r.PaymentRef}, {`,"contact_email":`, r.ContactEmail}, {`,"contact_phone":`, r.ContactPhone},
-		{`,"contact_push_token":`, r.ContactPushToken}, {`,"waitlist_entry_id":`, r.WaitlistEntryID}, {`,"upgraded_from":`, r.UpgradedFrom},
-	} {
-		if m.v != "" {
-			dst = append(dst, m.name...)
-			dst = appendJSONString(dst, m.v)
-		}
-	}
-	dst = append(dst, `,"version":`...)
-	dst = strconv.AppendInt(dst, r.Version, 10)
-	dst = append(dst, `,"created_at":`...)
-	if dst, ok = appendJSONTime(dst, r.CreatedAt); !ok {
-		return dst, false
-	}
-	dst = append(dst, `,"updated_at":`...)
-	if dst, ok = appendJSONTime(dst, r.UpdatedAt); !ok {
-		return dst, false
-	}
-	return append(dst, '}'), true
-}
-
-// appendJSONTime appends t as time.Time's MarshalJSON does (RFC 3339 with
-// nanoseconds, quoted); ok is false where MarshalJSON would fail (a year
-// outside 0–9999, an offset of a day or more).
-func appendJSONTime(dst []byte, t time.Time) ([]byte, bool) {
-	_, offset := t.Zone()
-	if y := t.Year(); y < 0 || y > 9999 || offset <= -24*3600 || offset >= 24*3600 {
-		return dst, false
-	}
-	dst = append(dst, '"')
-	dst = t.AppendFormat(dst, time.RFC3339Nano)
-	return append(dst, '"'), true
 }

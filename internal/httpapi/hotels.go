@@ -430,8 +430,8 @@ func render(okStatus int) func(any, error) (int, []byte) {
 			return Problem(err)
 		}
 		if res, ok := v.(reservation.Reservation); ok {
-			// A hold's answer, by hand (hold_json.go), json.Marshal's bytes.
-			if body, ok := appendReservation(make([]byte, 0, 640), res); ok {
+			// A hold's answer, by hand, json.Marshal's bytes.
+			if body, ok := res.AppendJSON(make([]byte, 0, 640)); ok {
 				return okStatus, body
 			}
 		}

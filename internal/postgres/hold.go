@@ -2,15 +2,16 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/berthhq/berth/internal/berth"
 	"github.com/berthhq/berth/internal/reservation"
 	"github.com/berthhq/berth/internal/soldout"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // The hold is the write path's hot transaction, so it is lean
@@ -91,18 +92,50 @@ INSERT INTO idempotency_keys (partition_id, idem_key, home_region, request_hash,
 )
 
 // recordHeldArgs are recordHeldSQL's arguments ($1–$22) for reservation r
-// and its held event e, written in region; recordHeldAnsweredSQL appends
-// the key's four.
+// and its held event e, written in region, with room for the key's four
+// that recordHeldAnsweredSQL appends. Their Go types are those pgx encodes
+// its parameters' types from without a conversion (holdParams).
 func recordHeldArgs(ctx context.Context, region string, r reservation.Reservation, e event) ([]any, error) {
-	payload, err := json.Marshal(e.data)
+	payload, err := eventPayload(e)
 	if err != nil {
-		return nil, fmt.Errorf("encode %s event: %w", e.typ, err)
+		return nil, err
 	}
-	return []any{r.HotelID, r.ID, region, r.RoomTypeID, r.GuestID, r.CheckIn.Time(), r.CheckOut.Time(),
-		r.Quantity, string(r.Status), r.HoldExpiresAt, r.TotalPriceCents, r.Currency, r.ContactEmail, r.ContactPhone, r.CreatedAt,
-		r.ContactPushToken,
-		newEventID(), string(e.kind), e.typ, e.version, payload, traceContext(ctx)}, nil
+	var tc any // NULL
+	if s := traceContext(ctx); s != nil {
+		tc = *s
+	}
+	args := make([]any, 0, 26)
+	return append(args, r.HotelID, r.ID, region, r.RoomTypeID, r.GuestID, pgDate(r.CheckIn), pgDate(r.CheckOut),
+		int4(r.Quantity), string(r.Status), pgTime(r.HoldExpiresAt), r.TotalPriceCents, r.Currency, r.ContactEmail, r.ContactPhone,
+		pgTime(r.CreatedAt), r.ContactPushToken,
+		newEventID(), string(e.kind), e.typ, e.version, payload, tc), nil
 }
+
+// The hold's parameters are passed as values of the Go types pgx encodes
+// their database types from directly: a string for UUID and TEXT (sent as
+// text, as is), int32 for INT4, int64 for INT8, pgtype.Date and
+// pgtype.Timestamptz for DATE and TIMESTAMPTZ. Any other Go type is
+// encoded as well, the same bytes, through a wrapper plan of pgx's that
+// converts the value on every call first (a time.Time, an int) — a cost
+// paid for each of the hold's 36 parameters. A type that does not match
+// the server's (another engine inferring INT8 for an INT4 here) still
+// encodes through such a plan: the types choose the speed, never the
+// bytes.
+
+// int4 is n as pgx's INT4 value. One outside INT4's range stays an int,
+// which pgx refuses to encode, as it did before.
+func int4(n int) any {
+	if n < math.MinInt32 || n > math.MaxInt32 {
+		return n
+	}
+	return int32(n)
+}
+
+// pgDate is d as pgx's DATE value.
+func pgDate(d reservation.Date) pgtype.Date { return pgtype.Date{Time: d.Time(), Valid: true} }
+
+// pgTime is t as pgx's TIMESTAMPTZ value.
+func pgTime(t time.Time) pgtype.Timestamptz { return pgtype.Timestamptz{Time: t, Valid: true} }
 
 // keyTaken says whether err is insertAnsweredKeySQL finding its key claimed.
 func keyTaken(err error) bool {
@@ -115,8 +148,8 @@ func keyTaken(err error) bool {
 func takeHeldStay(ctx context.Context, tx pgx.Tx, region string, req reservation.HoldRequest, limits berth.GuestLimits) (t taken, counted bool, err error) {
 	// A batch of one, so that the pipelined transaction's BEGIN goes with it.
 	b := &pgx.Batch{}
-	b.Queue(takeHeldStaySQL, req.HotelID, req.RoomTypeID, req.Stay.CheckIn.Time(), req.Stay.CheckOut.Time(), req.Quantity, region,
-		req.GuestID, limits.Holds, limits.Quantity, req.Stay.Nights())
+	b.Queue(takeHeldStaySQL, req.HotelID, req.RoomTypeID, pgDate(req.Stay.CheckIn), pgDate(req.Stay.CheckOut), int4(req.Quantity),
+		region, req.GuestID, int4(limits.Holds), int4(limits.Quantity), int64(req.Stay.Nights()))
 	br := tx.SendBatch(ctx, b)
 	defer br.Close()
 	rows, err := br.Query()
@@ -124,12 +157,13 @@ func takeHeldStay(ctx context.Context, tx pgx.Tx, region string, req reservation
 		return t, false, fmt.Errorf("take nights: %w", err)
 	}
 	defer rows.Close()
+	var row nightRow
 	for rows.Next() {
-		var holds *int32
-		if err := t.scanNight(rows, &holds); err != nil {
+		if err := row.scan(rows, true); err != nil {
 			return t, false, fmt.Errorf("take nights: %w", err)
 		}
-		counted = holds != nil
+		t.add(&row, req.Stay.Nights())
+		counted = row.holds.Valid
 	}
 	if err := rows.Err(); err != nil {
 		return t, false, fmt.Errorf("take nights: %w", err)
@@ -261,7 +295,7 @@ func (s *Store) hold(ctx context.Context, req reservation.HoldRequest, idem *ber
 			if resp, err = renderAnswer(idem, r, nil); err != nil {
 				return err
 			}
-			b.Queue(recordHeldAnsweredSQL, append(args, idem.Key, idem.Hash, resp.Status, resp.Body)...)
+			b.Queue(recordHeldAnsweredSQL, append(args, idem.Key, idem.Hash, int4(resp.Status), resp.Body)...)
 		} else {
 			resp.Value = r
 			b.Queue(recordHeldSQL, args...)

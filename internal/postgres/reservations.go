@@ -10,6 +10,7 @@ import (
 	"github.com/berthhq/berth/internal/payments"
 	"github.com/berthhq/berth/internal/reservation"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // Every transaction here takes its locks in the hotel lock order of
@@ -65,10 +66,12 @@ func takeStay(ctx context.Context, tx pgx.Tx, region, hotelID, roomTypeID string
 		return t, fmt.Errorf("take nights: %w", err)
 	}
 	defer rows.Close()
+	var row nightRow
 	for rows.Next() {
-		if err := t.scanNight(rows); err != nil {
+		if err := row.scan(rows, false); err != nil {
 			return t, fmt.Errorf("take nights: %w", err)
 		}
+		t.add(&row, stay.Nights())
 	}
 	if err := rows.Err(); err != nil {
 		return t, fmt.Errorf("take nights: %w", err)
@@ -76,20 +79,39 @@ func takeStay(ctx context.Context, tx pgx.Tx, region, hotelID, roomTypeID string
 	return t, nil
 }
 
-// scanNight adds a night takeStaySQL returned to t; extra scans the
-// columns after takeStaySQL's.
-func (t *taken) scanNight(rows pgx.Rows, extra ...any) error {
-	var (
-		night time.Time
-		left  int32
-		c     reservation.NightCount
-	)
-	if err := rows.Scan(append([]any{&night, &t.price, &t.currency, &t.now, &left, &c.Version}, extra...)...); err != nil {
-		return err
+// nightRow is a row of takeStaySQL and, with held, the guest's new hold
+// count that takeHeldStaySQL returns after it (NULL: a limit refused).
+// Its rows are scanned into the same destinations, made on the first row,
+// so a night costs no allocations of its own on the hold's path.
+type nightRow struct {
+	night, now time.Time
+	price      int64
+	currency   string
+	left       int32
+	version    int64
+	holds      pgtype.Int4
+	dest       []any
+}
+
+func (r *nightRow) scan(rows pgx.Rows, held bool) error {
+	if r.dest == nil {
+		r.dest = []any{&r.night, &r.price, &r.currency, &r.now, &r.left, &r.version, &r.holds}
+		if !held {
+			r.dest = r.dest[:6]
+		}
 	}
-	c.Night, c.Available = reservation.DateOf(night).String(), int(left)
-	t.nights, t.counts = append(t.nights, night), append(t.counts, c)
-	return nil
+	return rows.Scan(r.dest...)
+}
+
+// add adds the night of row to t, which is to take nights nights.
+func (t *taken) add(row *nightRow, nights int) {
+	if t.nights == nil {
+		t.nights, t.counts = make([]time.Time, 0, nights), make([]reservation.NightCount, 0, nights)
+	}
+	t.price, t.currency, t.now = row.price, row.currency, row.now
+	t.nights = append(t.nights, row.night)
+	t.counts = append(t.counts, reservation.NightCount{Night: reservation.DateOf(row.night).String(), Available: int(row.left),
+		Version: row.version})
 }
 
 // soldOut is the answer to a stay that could not be taken: the nights that

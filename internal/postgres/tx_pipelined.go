@@ -59,9 +59,13 @@ func (db *DB) attemptPipelined(ctx context.Context, fn func(pgx.Tx) error) error
 	tx := &pipeTx{conn: c.Conn(), begin: beginSQL(db.opts.Isolation)}
 	// Unconditional, as in attempt: a panic in fn rolls back too. A
 	// connection left inside a transaction (a failed rollback) is closed by
-	// the rollback, and the pool discards it on release.
+	// the rollback, and the pool discards it on release. A transaction that
+	// ended already (its COMMIT went with its last batch) or never began has
+	// nothing to roll back, nor a timeout to set up for it.
 	defer func() {
-		rollback(ctx, tx)
+		if tx.begun && !tx.ended {
+			rollback(ctx, tx)
+		}
 		c.Release()
 	}()
 	if err := fn(tx); err != nil {
@@ -92,6 +96,8 @@ type pipeTx struct {
 	begin string
 	begun bool // BEGIN sent
 	ended bool // COMMIT or ROLLBACK ran (or the connection is gone)
+	// beginQ and commitQ are the BEGIN and the COMMIT as queued in a batch.
+	beginQ, commitQ pgx.QueuedQuery
 }
 
 var errSavepoint = errors.New("a pipelined transaction has no savepoints")
@@ -119,15 +125,19 @@ func (t *pipeTx) send(ctx context.Context, b *pgx.Batch, commit bool) pgx.BatchR
 	if t.begun && !commit {
 		return t.conn.SendBatch(ctx, b)
 	}
-	nb := &pgx.Batch{}
+	// The BEGIN and the COMMIT are queued from the transaction's own
+	// statements (each is sent at most once), into a batch sized for them.
+	nb := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, len(b.QueuedQueries)+2)}
 	head := !t.begun
 	if head {
-		nb.Queue(t.begin)
+		t.beginQ.SQL = t.begin
+		nb.QueuedQueries = append(nb.QueuedQueries, &t.beginQ)
 		t.begun = true
 	}
 	nb.QueuedQueries = append(nb.QueuedQueries, b.QueuedQueries...)
 	if commit {
-		nb.Queue(commitSQL)
+		t.commitQ.SQL = commitSQL
+		nb.QueuedQueries = append(nb.QueuedQueries, &t.commitQ)
 	}
 	r := &pipeResults{inner: t.conn.SendBatch(ctx, nb), head: head}
 	if commit {
