@@ -209,6 +209,7 @@ func TestMetrics(t *testing.T) {
 		{"berth_hold_batches_total", []string{`region="us-east"`}},
 		{"berth_hold_batched_total", nil},
 		{"berth_hold_batch_alone_total", nil},
+		{"berth_hold_batch_reruns_total", nil},
 	} {
 		if !hasSeries(text, want.name, want.labels...) {
 			t.Errorf("no series %s%v on /metrics", want.name, want.labels)

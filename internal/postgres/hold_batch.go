@@ -92,9 +92,10 @@ type BatchStats struct {
 	Batches int64 // batch transactions committed
 	Batched int64 // holds decided in them
 	Alone   int64 // holds of a batch that ran alone after it
+	Reruns  int64 // batches run again exact after a guard of their committing round trip fired
 }
 
-type batchCounters struct{ batches, batched, alone atomic.Int64 }
+type batchCounters struct{ batches, batched, alone, reruns atomic.Int64 }
 
 // SetHoldBatch sets the largest batch of holds of one room type (0 or 1:
 // batching off, every hold its own transaction); holds arriving after it
@@ -106,7 +107,8 @@ func (s *Store) HoldBatch() int { return int(s.batchMax.Load()) }
 
 // HoldBatchStats returns what batching did so far.
 func (s *Store) HoldBatchStats() BatchStats {
-	return BatchStats{Batches: s.batch.batches.Load(), Batched: s.batch.batched.Load(), Alone: s.batch.alone.Load()}
+	return BatchStats{Batches: s.batch.batches.Load(), Batched: s.batch.batched.Load(), Alone: s.batch.alone.Load(),
+		Reruns: s.batch.reruns.Load()}
 }
 
 // holdQueued runs a hold through its room type's queue: at once and alone
@@ -217,8 +219,16 @@ func (s *Store) runBatch(calls []*holdCall) {
 	// The batch's transaction is every call's: none's cancellation may
 	// abort it (statement_timeout and lock_timeout still bound it).
 	ctx := context.WithoutCancel(pending[0].ctx)
+	exact := false
 	for len(batch) > 1 {
-		out, err := s.holdBatch(ctx, batch)
+		out, err := s.holdBatch(ctx, batch, exact)
+		// A guard fired in the committing round trip (a key taken, a guest
+		// at a limit): nothing committed; the same batch again, its writes
+		// checked in Go before its COMMIT, says which holds must go alone.
+		if exact = errors.Is(err, errBatchGuard); exact {
+			s.batch.reruns.Add(1)
+			continue
+		}
 		var redo *batchRedo
 		if errors.As(err, &redo) {
 			// Rolled back: run it again without the holds that must go alone.
@@ -273,8 +283,9 @@ type batchOutcome struct {
 }
 
 // holdBatch runs one batch transaction: the nights locked and read, the
-// decision (reservation.Allot), then everything written in one round trip.
-func (s *Store) holdBatch(ctx context.Context, calls []*holdCall) (batchOutcome, error) {
+// decision (reservation.Allot), then everything written in one round trip
+// — with the COMMIT, unless exact (writeBatch).
+func (s *Store) holdBatch(ctx context.Context, calls []*holdCall, exact bool) (batchOutcome, error) {
 	first := calls[0].req
 	var nights []time.Time
 	for _, c := range calls {
@@ -286,7 +297,7 @@ func (s *Store) holdBatch(ctx context.Context, calls []*holdCall) (batchOutcome,
 	nights = slices.CompactFunc(nights, func(a, b time.Time) bool { return a.Equal(b) })
 
 	var out batchOutcome
-	err := s.db.InTx(ctx, func(tx pgx.Tx) error {
+	err := s.db.InPipelinedTx(ctx, func(tx pgx.Tx) error {
 		out = batchOutcome{}
 		state, t, err := lockBatchNights(ctx, tx, first.HotelID, first.RoomTypeID, nights, s.region)
 		if err != nil {
@@ -316,7 +327,7 @@ func (s *Store) holdBatch(ctx context.Context, calls []*holdCall) (batchOutcome,
 		if len(plan) == 0 {
 			return nil
 		}
-		return s.writeBatch(ctx, tx, plan, claims, reservation.Allot(left, claims), state, t, &out)
+		return s.writeBatch(ctx, tx, plan, claims, reservation.Allot(left, claims), state, t, exact, &out)
 	})
 	if err != nil {
 		return batchOutcome{}, err
@@ -392,7 +403,12 @@ type batchNight struct {
 // keyed YYYY-MM-DD, and the price, currency and database time.
 func lockBatchNights(ctx context.Context, tx pgx.Tx, hotelID, roomTypeID string, nights []time.Time, region string) (map[string]batchNight, taken, error) {
 	var t taken
-	rows, err := tx.Query(ctx, lockBatchNightsSQL, hotelID, roomTypeID, nights, region)
+	// A batch of one, so that the pipelined transaction's BEGIN goes with it.
+	b := &pgx.Batch{}
+	b.Queue(lockBatchNightsSQL, hotelID, roomTypeID, nights, region)
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
+	rows, err := br.Query()
 	if err != nil {
 		return nil, t, fmt.Errorf("lock batch nights: %w", err)
 	}
@@ -411,6 +427,10 @@ func lockBatchNights(ctx context.Context, tx pgx.Tx, hotelID, roomTypeID string,
 		state[reservation.DateOf(d).String()] = n
 	}
 	if err := rows.Err(); err != nil {
+		return nil, t, fmt.Errorf("lock batch nights: %w", err)
+	}
+	rows.Close()
+	if err := br.Close(); err != nil {
 		return nil, t, fmt.Errorf("lock batch nights: %w", err)
 	}
 	return state, t, nil
@@ -463,14 +483,50 @@ ORDER BY k.key
 ON CONFLICT (partition_id, idem_key) DO NOTHING
 RETURNING idem_key`
 
+// The guarded forms of the batch's checked statements (ADR 0030). Unless
+// exact, a batch's writes travel with its COMMIT (sendAndCommit), as a
+// lone hold's do (ADR 0018), so nothing may need a decision in Go after
+// them: what writeBatch checks in Go — the take touched every night, every
+// winner's guest was counted, every key was claimed — is checked in the
+// server too. Each form divides by zero (SQLSTATE 22012) when its
+// statement's rows fall short of $7, which fails it, so the COMMIT queued
+// behind never runs; the batch is then run again exact, which finds out
+// who must go alone. The divisor depends on the statement's own rows, so
+// no planner can fold the division into an error while planning, and an
+// aggregate without GROUP BY returns its row, so the check runs also when
+// the statement wrote nothing.
+const (
+	takeBatchGuardedSQL = `WITH u AS (` + takeBatchSQL + `
+RETURNING 1)
+SELECT 1 / CASE WHEN count(*) <> $7 THEN 0 ELSE 1 END FROM u`
+	countBatchGuestsGuardedSQL = `WITH g AS (` + countBatchGuestsSQL + `)
+SELECT 1 / CASE WHEN count(*) <> $7 THEN 0 ELSE 1 END FROM g`
+	claimBatchKeysGuardedSQL = `WITH k AS (` + claimBatchKeysSQL + `)
+SELECT 1 / CASE WHEN count(*) <> $7 THEN 0 ELSE 1 END FROM k`
+)
+
+// errBatchGuard: a guarded statement of a batch's committing round trip
+// fell short; nothing committed.
+var errBatchGuard = errors.New("a guard of the batch's committing round trip fired")
+
+// guarded says whether err is a guarded statement's check failing.
+func guarded(err error) error {
+	if sqlState(err) == "22012" {
+		return fmt.Errorf("%w: %w", errBatchGuard, err)
+	}
+	return err
+}
+
 // writeBatch executes the batch's decision in one round trip: the rooms of
 // every winner in one conditional UPDATE, then the winners' guest counts,
 // reservations and events and every request's key with its own answer, a
-// statement per table. It fills out.decided (with out.short: a loser's
-// nights, nil for a winner); calls a per-guest limit refused or whose key
+// statement per table — with the COMMIT behind them in the same round
+// trip and the checks guarded in the server, or, when exact, without it,
+// checked in Go. It fills out.decided (with out.short: a loser's nights,
+// nil for a winner); exact, calls a per-guest limit refused or whose key
 // was taken make it a batchRedo.
 func (s *Store) writeBatch(ctx context.Context, tx pgx.Tx, plan []*holdCall, claims []reservation.Claim, allot []reservation.Allotment,
-	state map[string]batchNight, t taken, out *batchOutcome) error {
+	state map[string]batchNight, t taken, exact bool, out *batchOutcome) error {
 	hotelID, roomTypeID := plan[0].req.HotelID, plan[0].req.RoomTypeID
 	// Per night: rooms taken and winners so far; each winner's event reports
 	// what is left after it and the version its own take would have given.
@@ -566,38 +622,58 @@ func (s *Store) writeBatch(ctx context.Context, tx pgx.Tx, plan []*holdCall, cla
 			}
 			dates[i], rooms[i], bumps[i] = d.Time(), takes[n].rooms, takes[n].winners
 		}
-		b.Queue(takeBatchSQL, hotelID, roomTypeID, dates, rooms, bumps, s.region)
-		b.Queue(countBatchGuestsSQL, hotelID, s.region, res.guests, res.qtys, s.limits.Holds, s.limits.Quantity)
+		if exact {
+			b.Queue(takeBatchSQL, hotelID, roomTypeID, dates, rooms, bumps, s.region)
+			b.Queue(countBatchGuestsSQL, hotelID, s.region, res.guests, res.qtys, s.limits.Holds, s.limits.Quantity)
+		} else {
+			b.Queue(takeBatchGuardedSQL, hotelID, roomTypeID, dates, rooms, bumps, s.region, int64(len(nights)))
+			b.Queue(countBatchGuestsGuardedSQL, hotelID, s.region, res.guests, res.qtys, s.limits.Holds, s.limits.Quantity,
+				int64(len(guestOf)))
+		}
 		b.Queue(insertBatchReservationsSQL, hotelID, s.region, roomTypeID, t.expiresAt.UTC(), t.currency, t.now.UTC(),
 			res.ids, res.guests, res.ins, res.outs, res.qtys, res.prices, res.emails, res.phones, res.pushes)
 		b.Queue(insertBatchEventsSQL, hotelID, s.region, string(berth.KindHotel), reservation.EventHeld,
 			ev.ids, ev.aggregates, ev.versions, ev.seqs, ev.payloads, ev.traces)
 	}
 	if len(keys.keys) > 0 {
-		b.Queue(claimBatchKeysSQL, hotelID, s.region, keys.keys, keys.hashes, keys.statuses, keys.bodies)
+		if exact {
+			b.Queue(claimBatchKeysSQL, hotelID, s.region, keys.keys, keys.hashes, keys.statuses, keys.bodies)
+		} else {
+			b.Queue(claimBatchKeysGuardedSQL, hotelID, s.region, keys.keys, keys.hashes, keys.statuses, keys.bodies,
+				int64(len(keyOf)))
+		}
 	}
 	if b.Len() == 0 {
 		return nil
 	}
-	br := tx.SendBatch(ctx, b)
+	var br pgx.BatchResults
+	if exact {
+		br = tx.SendBatch(ctx, b)
+	} else {
+		br = sendAndCommit(ctx, tx, b)
+	}
 	defer br.Close()
 	var redo []*holdCall
 	if len(nights) > 0 {
 		tag, err := br.Exec()
 		if err != nil {
-			return fmt.Errorf("take batch nights: %w", err)
+			return fmt.Errorf("take batch nights: %w", guarded(err))
 		}
-		if tag.RowsAffected() != int64(len(nights)) {
+		if exact && tag.RowsAffected() != int64(len(nights)) {
 			return fmt.Errorf("batch took %d of %d nights: %w", tag.RowsAffected(), len(nights), errBatchShort)
 		}
-		counted, err := returned(br)
-		if err != nil {
-			return fmt.Errorf("count batch guests: %w", err)
-		}
-		for g, c := range guestOf {
-			if !counted[g] {
-				redo = append(redo, c) // a per-guest limit refused it
+		if exact {
+			counted, err := returned(br)
+			if err != nil {
+				return fmt.Errorf("count batch guests: %w", err)
 			}
+			for g, c := range guestOf {
+				if !counted[g] {
+					redo = append(redo, c) // a per-guest limit refused it
+				}
+			}
+		} else if _, err := br.Exec(); err != nil {
+			return fmt.Errorf("count batch guests: %w", guarded(err))
 		}
 		for range 2 {
 			if _, err := br.Exec(); err != nil {
@@ -606,14 +682,21 @@ func (s *Store) writeBatch(ctx context.Context, tx pgx.Tx, plan []*holdCall, cla
 		}
 	}
 	if len(keys.keys) > 0 {
-		claimed, err := returned(br)
-		if err != nil {
-			return claimError(err)
-		}
-		for k, c := range keyOf {
-			if !claimed[k] && !slices.Contains(redo, c) {
-				redo = append(redo, c) // taken already: it replays
+		if exact {
+			claimed, err := returned(br)
+			if err != nil {
+				return claimError(err)
 			}
+			for k, c := range keyOf {
+				if !claimed[k] && !slices.Contains(redo, c) {
+					redo = append(redo, c) // taken already: it replays
+				}
+			}
+		} else if _, err := br.Exec(); err != nil {
+			if err = guarded(err); errors.Is(err, errBatchGuard) {
+				return fmt.Errorf("claim batch keys: %w", err)
+			}
+			return claimError(err)
 		}
 	}
 	if err := br.Close(); err != nil {

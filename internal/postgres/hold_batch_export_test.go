@@ -11,3 +11,10 @@ func (s *Store) QueuedHoldsForTest(hotelID, roomTypeID string) int {
 	}
 	return len(q.waiting)
 }
+
+// The guarded statements of a batch's committing round trip (ADR 0030).
+const (
+	TakeBatchGuardedSQL        = takeBatchGuardedSQL
+	CountBatchGuestsGuardedSQL = countBatchGuestsGuardedSQL
+	ClaimBatchKeysGuardedSQL   = claimBatchKeysGuardedSQL
+)

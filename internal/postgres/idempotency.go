@@ -58,6 +58,11 @@ func claimError(err error) error {
 	return fmt.Errorf("claim idempotency key: %w", err)
 }
 
+// storedKeyAnswerSQL reads what is stored with a key: its request's
+// fingerprint and answer.
+const storedKeyAnswerSQL = `SELECT request_hash, response_status, response_body FROM idempotency_keys
+	WHERE partition_id = $1 AND idem_key = $2`
+
 // storedResponse reads the answer stored with a key claimed by another
 // request, to replay it.
 func storedResponse(ctx context.Context, q querier, partitionID string, idem *berth.Idem) (*berth.Response, error) {
@@ -71,8 +76,7 @@ func storedResponse(ctx context.Context, q querier, partitionID string, idem *be
 		err = q.QueryRow(ctx, `SELECT request_hash, response_status, response_body FROM webhook_events
 			 WHERE event_id = $1`, idem.Key).Scan(&hash, &status, &body)
 	} else {
-		err = q.QueryRow(ctx, `SELECT request_hash, response_status, response_body FROM idempotency_keys
-			 WHERE partition_id = $1 AND idem_key = $2`, partitionID, idem.Key).Scan(&hash, &status, &body)
+		err = q.QueryRow(ctx, storedKeyAnswerSQL, partitionID, idem.Key).Scan(&hash, &status, &body)
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		// Pruned between the claim and this read: let the whole write retry.

@@ -252,10 +252,12 @@ func (t *pipeTx) Conn() *pgx.Conn { return t.conn }
 // pipeResults are a pipelined batch's results without the BEGIN in front
 // (head) and with the COMMIT behind read by Close (onClose).
 type pipeResults struct {
-	inner   pgx.BatchResults
-	head    bool
-	err     error
-	onClose func(error) error
+	inner    pgx.BatchResults
+	head     bool
+	err      error
+	onClose  func(error) error
+	closed   bool // Close ran: later calls return its outcome
+	closeErr error
 }
 
 func (r *pipeResults) skipHead() error {
@@ -293,6 +295,9 @@ func (r *pipeResults) Close() error {
 	if r.inner == nil {
 		return r.err
 	}
+	if r.closed {
+		return r.closeErr
+	}
 	headErr := r.skipHead()
 	err := r.inner.Close()
 	if err == nil {
@@ -301,6 +306,7 @@ func (r *pipeResults) Close() error {
 	if r.onClose != nil {
 		err = r.onClose(err)
 	}
+	r.closed, r.closeErr = true, err
 	return err
 }
 

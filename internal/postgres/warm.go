@@ -155,13 +155,15 @@ func (db *DB) WarmFailures() int64 {
 
 // HoldStatements returns every statement a hold may send: the lone hold,
 // its refusal, the batch, the key reads of refusals from the sold-out
-// cache. It is what a booking service warms its pool with (Options.Warm);
-// TestWarmCoversTheHoldPath fails when the hold path sends one not here.
+// cache, a replay's read of its key. It is what a booking service warms
+// its pool with (Options.Warm); TestWarmCoversTheHoldPath fails when the
+// hold path sends one not here.
 func HoldStatements() []string {
 	return []string{
 		takeHeldStaySQL, recordHeldSQL, recordHeldAnsweredSQL, insertAnsweredKeySQL,
 		fenceSQL, fenceNowaitSQL, claimKeySQL, storeResponseSQL, nightsWithRoomsSQL, storedAnswersSQL,
 		lockBatchNightsSQL, takeBatchSQL, countBatchGuestsSQL, insertBatchReservationsSQL, insertBatchEventsSQL, claimBatchKeysSQL,
+		takeBatchGuardedSQL, countBatchGuestsGuardedSQL, claimBatchKeysGuardedSQL, storedKeyAnswerSQL,
 	}
 }
 

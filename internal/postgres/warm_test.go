@@ -36,15 +36,16 @@ func TestWarmCoversTheHoldPath(t *testing.T) {
 	many := env.SeedHotel("", 20, 0, bookingtest.Date(1), bookingtest.Date(5))
 	in, _ := reservation.ParseDate(bookingtest.Date(2))
 	stay := reservation.Stay{CheckIn: in, CheckOut: in.AddDays(2)}
-	hold := func(s *postgres.Store, h bookingtest.Hotel) berth.Response {
+	holdKey := func(s *postgres.Store, h bookingtest.Hotel, key string) berth.Response {
 		t.Helper()
 		resp, err := s.Hold(ctx, reservation.HoldRequest{ReservationID: uuid.NewString(), HotelID: h.ID, RoomTypeID: h.RoomTypeID,
-			GuestID: "g-" + uuid.NewString(), Stay: stay, Quantity: 1}, &berth.Idem{Key: uuid.NewString(), Hash: "h", Render: renderAnswer})
+			GuestID: "g-" + uuid.NewString(), Stay: stay, Quantity: 1}, &berth.Idem{Key: key, Hash: "h", Render: renderAnswer})
 		if err != nil {
 			t.Errorf("hold: %v", err)
 		}
 		return resp
 	}
+	hold := func(s *postgres.Store, h bookingtest.Hotel) berth.Response { return holdKey(s, h, uuid.NewString()) }
 	cached := postgres.NewStore(env.DB, "us-east", 10*time.Minute)
 	cached.UseSoldOutCache(soldout.New(time.Minute, time.Now))
 	cached.SetHoldBatch(postgres.DefaultHoldBatch)
@@ -75,7 +76,27 @@ func TestWarmCoversTheHoldPath(t *testing.T) {
 			wg.Wait()
 		}
 		batched = cached.HoldBatchStats().Batched
+		// A replay among them: its key's guard fires in the batch's
+		// committing round trip, and the batch runs again checked in Go.
+		for try := 0; try < 20 && cached.HoldBatchStats().Reruns == 0; try++ {
+			key := uuid.NewString()
+			holdKey(cached, many, key)
+			var wg sync.WaitGroup
+			for i := range 16 {
+				wg.Go(func() {
+					if i == 8 {
+						holdKey(cached, many, key)
+						return
+					}
+					hold(cached, many)
+				})
+			}
+			wg.Wait()
+		}
 	})
+	if cached.HoldBatchStats().Reruns == 0 {
+		t.Fatal("no batch ran again after a guard: the exact batch's statements were not sent")
+	}
 	if batched == 0 {
 		t.Fatal("no hold was batched: the batch's statements were not sent")
 	}

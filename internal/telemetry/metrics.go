@@ -267,11 +267,13 @@ func (t *Telemetry) ObserveOutbox(ttl time.Duration, query func(context.Context)
 
 // HoldBatchStats is what hot-partition batching did since the service
 // started (postgres.BatchStats).
-type HoldBatchStats struct{ Batches, Batched, Alone int64 }
+type HoldBatchStats struct{ Batches, Batched, Alone, Reruns int64 }
 
 // ObserveHoldBatches reports hot-partition batching on every scrape: batch
 // transactions committed, holds decided in them, and holds of a batch that
-// ran alone (docs/adr/0010-hold-batching.md). Holds per batch is
+// ran alone (docs/adr/0010-hold-batching.md), and batches run again
+// checked in Go after a guard of their committing round trip fired
+// (docs/adr/0030-batch-in-two-round-trips.md). Holds per batch is
 // rate(berth_hold_batched_total) / rate(berth_hold_batches_total).
 func (t *Telemetry) ObserveHoldBatches(stat func() HoldBatchStats) error {
 	batches, err1 := t.meter.Int64ObservableCounter("berth.hold.batches", metric.WithUnit("{transaction}"),
@@ -280,7 +282,9 @@ func (t *Telemetry) ObserveHoldBatches(stat func() HoldBatchStats) error {
 		metric.WithDescription("Holds decided in a batch transaction."))
 	alone, err3 := t.meter.Int64ObservableCounter("berth.hold.batch_alone", metric.WithUnit("{hold}"),
 		metric.WithDescription("Holds of a batch that ran in a transaction of their own (a limit, a replay, a night not here)."))
-	if err := errors.Join(err1, err2, err3); err != nil {
+	reruns, err4 := t.meter.Int64ObservableCounter("berth.hold.batch_reruns", metric.WithUnit("{transaction}"),
+		metric.WithDescription("Hold batches run again, checked before their COMMIT, after a guard of their committing round trip fired (a key taken, a guest at a limit)."))
+	if err := errors.Join(err1, err2, err3, err4); err != nil {
 		return fmt.Errorf("hold batch instruments: %w", err)
 	}
 	_, err := t.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
@@ -288,8 +292,9 @@ func (t *Telemetry) ObserveHoldBatches(stat func() HoldBatchStats) error {
 		o.ObserveInt64(batches, s.Batches, t.attrs())
 		o.ObserveInt64(batched, s.Batched, t.attrs())
 		o.ObserveInt64(alone, s.Alone, t.attrs())
+		o.ObserveInt64(reruns, s.Reruns, t.attrs())
 		return nil
-	}, batches, batched, alone)
+	}, batches, batched, alone, reruns)
 	return err
 }
 
