@@ -365,10 +365,17 @@ func (o Options) logf(format string, args ...any) {
 }
 
 // render is the stored answer of the in-process leg: the value as JSON,
-// as the HTTP layer stores it.
+// as the HTTP layer stores it — a hold's reservation by hand
+// (reservation's AppendJSON, json.Marshal's bytes), as the booking service
+// renders it, anything else by encoding/json.
 func render(value any, err error) (int, []byte) {
 	if err != nil {
 		return 409, []byte(`{"code":"` + string(berth.ErrorCode(err)) + `"}`)
+	}
+	if r, ok := value.(reservation.Reservation); ok {
+		if b, ok := r.AppendJSON(make([]byte, 0, 640)); ok {
+			return 201, b
+		}
 	}
 	b, _ := json.Marshal(value)
 	return 201, b
