@@ -80,14 +80,26 @@ func eventPayload(e event) ([]byte, error) {
 // ctx carries no span. Only the trace context is kept, explicitly rather
 // than through the global propagator: baggage may carry personal data, and
 // an outbox row outlives its request by days.
+//
+// Every write of a traced request (in a service, every request has a span)
+// stores one, so it is written without a map or encoding/json's reflection
+// when its values are plain (traceCarrier), with the bytes json.Marshal
+// writes for the map of them (FuzzTraceContext).
 func traceContext(ctx context.Context) *string {
 	if !trace.SpanContextFromContext(ctx).IsValid() {
 		return nil // what Inject writes for no span: nothing (and no map to make)
 	}
-	c := propagation.MapCarrier{}
-	propagation.TraceContext{}.Inject(ctx, c)
-	if c["traceparent"] == "" {
+	var tc traceCarrier
+	propagation.TraceContext{}.Inject(ctx, &tc)
+	if tc.parent == "" {
 		return nil
+	}
+	if s, ok := tc.plainJSON(); ok {
+		return &s
+	}
+	c := propagation.MapCarrier{"traceparent": tc.parent}
+	if tc.hasState {
+		c["tracestate"] = tc.state
 	}
 	b, err := json.Marshal(c)
 	if err != nil {
@@ -95,6 +107,66 @@ func traceContext(ctx context.Context) *string {
 	}
 	s := string(b)
 	return &s
+}
+
+// traceCarrier is the carrier TraceContext.Inject writes traceparent and
+// tracestate to, which are all it writes (other notes anything else, and
+// then the JSON is left to the map's encoding).
+type traceCarrier struct {
+	parent, state   string
+	hasState, other bool
+}
+
+func (c *traceCarrier) Get(key string) string {
+	switch key {
+	case "traceparent":
+		return c.parent
+	case "tracestate":
+		return c.state
+	}
+	return ""
+}
+
+func (c *traceCarrier) Set(key, value string) {
+	switch key {
+	case "traceparent":
+		c.parent = value
+	case "tracestate":
+		c.state, c.hasState = value, true
+	default:
+		c.other = true
+	}
+}
+
+func (c *traceCarrier) Keys() []string {
+	keys := []string{"traceparent"}
+	if c.hasState {
+		keys = append(keys, "tracestate")
+	}
+	return keys
+}
+
+// plainJSON is json.Marshal of the map {traceparent, tracestate} (its keys
+// sorted) when both values are printable ASCII with nothing to escape; ok
+// is false otherwise.
+func (c *traceCarrier) plainJSON() (s string, ok bool) {
+	if c.other || !plainJSONString(c.parent) || !plainJSONString(c.state) {
+		return "", false
+	}
+	if !c.hasState {
+		return `{"traceparent":"` + c.parent + `"}`, true
+	}
+	return `{"traceparent":"` + c.parent + `","tracestate":"` + c.state + `"}`, true
+}
+
+// plainJSONString says whether encoding/json writes s as is between quotes.
+func plainJSONString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
 }
 
 // decodeTraceContext reverses traceContext. A value that does not decode is
