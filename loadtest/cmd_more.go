@@ -52,6 +52,7 @@ func baselineCmd() *cobra.Command {
 			cmd.Flags().IntVar(&o.RoomTypes, "room-types", 2, "room types per hotel")
 			cmd.Flags().IntVar(&o.Nights, "nights", 60, "nights per room type")
 			cmd.Flags().StringVar(&o.Mode, "mode", "both", "both, sql or http")
+			cmd.Flags().BoolVar(&o.Hot, "hot", false, "after the HTTP leg, a leg of holds of one room type's same night (hold_http_hot), and the ratio of the two")
 			cmd.Flags().StringVar(&o.Entry, "entry", "home", "the router a hold enters through: home (its hotel's region) or other (the next region's: every hold crosses a region)")
 			cmd.Flags().StringVar(&cpuPIDs, "cpu-pids", "", "name=pid,… of the platform's processes: each leg reports their CPU per hold (with the generator's)")
 			cmd.Flags().BoolVar(&o.CPUPostgres, "cpu-postgres", false, "also account the PostgreSQL backends connected to the database (the server must be on this machine)")

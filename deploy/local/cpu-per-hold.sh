@@ -27,7 +27,11 @@
 # region's, so every hold crosses a region),
 # BINARIES (a directory holding booking, router and readmodel binaries to
 # measure instead of building this tree's: before/after comparisons),
-# TXCOST=0 (skip step 2), PROFILE_DIR (unset: no profiling; else every service serves net/http/pprof
+# TXCOST=0 (skip step 2), HOT=1 (after the spread holds, as many seconds of
+# holds of one room type's same night through the routers — hot-partition
+# batching, ADR 0010 — with their own CPU table and the ratio of the two
+# rates; the events side, statements and Redis figures then cover both legs,
+# per hold of the two), PROFILE_DIR (unset: no profiling; else every service serves net/http/pprof
 # on PORT_BASE+39… and a CPU profile of PROFILE_SECONDS (10) of each, taken
 # during the run, lands there as <service>.pprof; the load generator's own,
 # of its whole run, as loadtest.pprof), KEEP_LOGS=1 (keep the
@@ -58,6 +62,8 @@ for name in "${!PID_OF[@]}"; do cpu_pids+=",$name=${PID_OF[$name]}"; done
 log "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 OUT="$WORK/baseline.txt"
 gen_prof=()
+hot_flag=()
+[[ "${HOT:-0}" == 1 ]] && hot_flag=(--hot)
 if [[ -n "${PROFILE_DIR:-}" && "$("$BIN/loadtest" --help 2>/dev/null || true)" == *--cpuprofile* ]]; then
 	# The generator's own profile, of its whole run (seeding and audit
 	# included: go tool pprof -focus engine.Run keeps the holds).
@@ -66,6 +72,7 @@ if [[ -n "${PROFILE_DIR:-}" && "$("$BIN/loadtest" --help 2>/dev/null || true)" =
 fi
 "$BIN/loadtest" "${gen_prof[@]}" baseline --mode http --duration "$DURATION" --workers "$WORKERS" --hotels "$HOTELS" \
 	--room-types "$ROOM_TYPES" --nights "$NIGHTS" --entry "${ENTRY:-home}" --cpu-pids "$cpu_pids" --cpu-postgres --quiet \
+	"${hot_flag[@]}" \
 	--name "cpu-per-hold-$(date +%Y%m%d-%H%M%S)" 2>&1 | tee "$OUT" &
 run=$!
 profiles=()
@@ -124,7 +131,7 @@ events_snapshot >"$WORK/events.after"
 [[ -n "${PROFILE_DIR:-}" ]] && log "profiles in $PROFILE_DIR (go tool pprof -top $PROFILE_DIR/booking-us-east.pprof)"
 holds="$(awk '$1 == "hold_http" { print $3; exit }' "$OUT")"
 if [[ -n "$holds" ]]; then
-	total="$(awk '$1 == "hold_http" { print $2; exit }' "$OUT")"
+	total="$(awk '$1 == "hold_http" || $1 == "hold_http_hot" { n += $2 } END { print n }' "$OUT")"
 	printf '\nthe events side during the holds, per hold (%s holds):\n' "$total"
 	# Counters summed over processes; the relays' and the read model's
 	# rounds are counted by binaries that report them.
@@ -134,7 +141,7 @@ fi
 if [[ "${STATEMENTS:-0}" == 1 && -n "$holds" ]]; then
 	# The audit after the holds adds statements run once; at least one call
 	# per hundred holds keeps them out.
-	total="$(awk '$1 == "hold_http" { print $2; exit }' "$OUT")"
+	total="$(awk '$1 == "hold_http" || $1 == "hold_http_hot" { n += $2 } END { print n }' "$OUT")"
 	printf '\nstatements during the holds, per hold (%s holds):\n' "$total"
 	psql "$DB_URL" -q -v holds="$total" <<'SQL'
 SELECT round(calls::NUMERIC / :holds, 3) AS calls, round((total_exec_time * 1000 / :holds)::NUMERIC, 1) AS exec_us,
@@ -146,7 +153,7 @@ ORDER BY total_exec_time DESC
 SQL
 fi
 if [[ "${REDIS_STATS:-0}" == 1 && -n "$holds" ]]; then
-	total="$(awk '$1 == "hold_http" { print $2; exit }' "$OUT")"
+	total="$(awk '$1 == "hold_http" || $1 == "hold_http_hot" { n += $2 } END { print n }' "$OUT")"
 	printf '\nRedis during the holds, per hold (%s holds):\n' "$total"
 	redis-cli -p "$REDIS_PORT" INFO stats | tr -d '\r' | awk -F: -v n="$total" \
 		'$1 ~ /^total_(commands_processed|reads_processed|writes_processed|net_input_bytes|net_output_bytes)$/ { printf "  %-28s %8.3f\n", $1, $2 / n }'
@@ -168,4 +175,8 @@ log "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 if [[ -n "$holds" && -n "$minimal" ]]; then
 	awk -v h="$holds" -v m="$minimal" 'BEGIN { printf "\nholds through the routers %.0f/s ÷ minimal transaction (pgbench, spread) %.0f/s = %.3f\n", h, m, h / m }'
 fi
-awk -v layout="$LAYOUT" '$1 == "total" { printf "CPU per hold, all processes (layout %s): %s ms\n", layout, $3 }' "$OUT"
+hot="$(awk '$1 == "hold_http_hot" { print $3; exit }' "$OUT")"
+if [[ -n "$holds" && -n "$hot" ]]; then
+	awk -v h="$holds" -v t="$hot" 'BEGIN { printf "holds through the routers, one hot room type %.0f/s ÷ spread %.0f/s (same run) = %.3f\n", t, h, t / h }'
+fi
+awk -v layout="$LAYOUT" '$1 == "total" { printf "CPU per hold, all processes (layout %s): %s ms\n", layout, $3; exit }' "$OUT"

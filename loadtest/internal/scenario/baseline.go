@@ -30,7 +30,13 @@ type Baseline struct {
 	// hotel's own, as placement by origin aims for; the default) or
 	// "other" (the next region's, so every hold crosses a region).
 	Entry string
-	Load  Load
+	// Hot adds a leg after the HTTP one (hold_http_hot): the same workers
+	// hold one room type's same night, every hold on the same rows — what
+	// hot-partition batching serves (ADR 0010) — and the report's
+	// throughput_ratio_hot_to_spread compares it with the spread leg of
+	// the same run.
+	Hot  bool
+	Load Load
 	// CPUProcs are the processes whose CPU each leg accounts (with the
 	// generator itself); CPUPostgres adds the PostgreSQL backends connected
 	// to the database. Either turns the accounting on.
@@ -80,6 +86,7 @@ func (e *Env) RunBaseline(ctx context.Context, o Baseline) (*report.Report, erro
 		return nil, fmt.Errorf("--entry %q: want home or other", o.Entry)
 	}
 	cfg["entry"] = o.Entry
+	cfg["hot"] = o.Hot
 	r := e.newReport("baseline", cfg)
 	if e.DB == nil {
 		return nil, fmt.Errorf("baseline needs the database (--db)")
@@ -88,16 +95,27 @@ func (e *Env) RunBaseline(ctx context.Context, o Baseline) (*report.Report, erro
 	if e.Client != nil {
 		regions = e.Client.Targets.Regions
 	}
-	cat, err := seed.Hotels(ctx, e.DB, seed.Options{Hotels: o.Hotels, RoomTypes: o.RoomTypes, Nights: o.Nights, Rooms: 100000,
+	rooms := 100_000
+	if o.Hot {
+		rooms = 10_000_000 // the hot leg's one night never sells out either
+	}
+	cat, err := seed.Hotels(ctx, e.DB, seed.Options{Hotels: o.Hotels, RoomTypes: o.RoomTypes, Nights: o.Nights, Rooms: rooms,
 		Regions: regions, Workers: 2, KeepIDs: true, StartDay: 7})
 	if err != nil {
 		return nil, fmt.Errorf("seed: %w", err)
 	}
-	e.logf("baseline: seeded %d hotels × %d room types × %d nights (100,000 rooms each: spread, never sold out)", o.Hotels, o.RoomTypes, o.Nights)
+	e.logf("baseline: seeded %d hotels × %d room types × %d nights (%d rooms each: never sold out)", o.Hotels, o.RoomTypes, o.Nights, rooms)
 	first := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, 7)
 	ledger := audit.NewLedger()
 	rec := engine.NewRecorder()
 	var elapsed = map[string]time.Duration{}
+	// pick chooses a hold's room type and night: at random (spread), or the
+	// first room type's first night (hot).
+	spread := func() (seed.Hotel, string, time.Time) {
+		h := cat.Hotels[rand.IntN(len(cat.Hotels))]
+		return h, h.RoomTypes[rand.IntN(len(h.RoomTypes))], first.AddDate(0, 0, rand.IntN(o.Nights))
+	}
+	pick := spread
 	run := func(op string, hold func(ctx context.Context, h seed.Hotel, rt string, in time.Time, guest string) (string, string)) {
 		e.logf("baseline: %s …", op)
 		meter := e.cpuMeter(o)
@@ -110,9 +128,7 @@ func (e *Env) RunBaseline(ctx context.Context, o Baseline) (*report.Report, erro
 		load0 := cpu.LoadAverage()
 		res := engine.Run(ctx, engine.Config{Rate: o.Load.Rate, Duration: o.Load.Duration, Workers: o.Load.Workers, Progress: progressOf(e)}, rec,
 			func(ctx context.Context, s *engine.Session) {
-				h := cat.Hotels[rand.IntN(len(cat.Hotels))]
-				rt := h.RoomTypes[rand.IntN(len(h.RoomTypes))]
-				in := first.AddDate(0, 0, rand.IntN(o.Nights))
+				h, rt, in := pick()
 				guest := "base-" + uuid.NewString()[:12]
 				s.Measure(op, func() string {
 					id, out := hold(ctx, h, rt, in, guest)
@@ -144,7 +160,7 @@ func (e *Env) RunBaseline(ctx context.Context, o Baseline) (*report.Report, erro
 		e.settle(ctx)
 	}
 	if o.Mode != "sql" && e.Client != nil {
-		run("hold_http", func(ctx context.Context, h seed.Hotel, rt string, in time.Time, guest string) (string, string) {
+		holdHTTP := func(ctx context.Context, h seed.Hotel, rt string, in time.Time, guest string) (string, string) {
 			resp, err := e.Client.Do(ctx, client.Request{Region: entryRegion(e.Client.Targets.Regions, h.Region, o.Entry), Method: http.MethodPost, Path: "/v1/hotels/" + h.ID + "/reservations",
 				Token: e.Client.Guest(guest), IdemKey: uuid.NewString(),
 				Body: holdBody(guest, rt, in.Format(time.DateOnly), in.AddDate(0, 0, 1).Format(time.DateOnly), 1)})
@@ -155,7 +171,14 @@ func (e *Env) RunBaseline(ctx context.Context, o Baseline) (*report.Report, erro
 				_ = resp.Decode(&res)
 			}
 			return res.ID, client.Outcome(resp, err)
-		})
+		}
+		run("hold_http", holdHTTP)
+		if o.Hot {
+			e.settle(ctx)
+			hot := cat.Hotels[0]
+			pick = func() (seed.Hotel, string, time.Time) { return hot, hot.RoomTypes[0], first }
+			run("hold_http_hot", holdHTTP)
+		}
 	}
 	r.Ops = map[string]engine.OpStats{}
 	for op, el := range elapsed {
@@ -166,6 +189,10 @@ func (e *Env) RunBaseline(ctx context.Context, o Baseline) (*report.Report, erro
 		r.Figures["throughput_ratio_http_to_sql"] = h.Throughput / s.Throughput
 		r.Figures["p99_ratio_http_to_sql"] = h.P99Ms / s.P99Ms
 		r.Figures["p50_ratio_http_to_sql"] = h.P50Ms / s.P50Ms
+	}
+	if s, h := r.Ops["hold_http"], r.Ops["hold_http_hot"]; s.Count > 0 && h.Count > 0 {
+		r.Figures["throughput_ratio_hot_to_spread"] = h.Throughput / s.Throughput
+		r.Figures["p99_ratio_hot_to_spread"] = h.P99Ms / s.P99Ms
 	}
 	e.finish(ctx, r, ledger)
 	return r, nil
@@ -242,7 +269,9 @@ func progressOf(e *Env) ioWriter {
 // settle waits, between the two phases, until the events of the first one
 // are relayed and consumed (bounded to a minute): otherwise the second phase
 // shares the machine with the first phase's relaying, projection and
-// notifications, and the ratio measures that, not the two paths.
+// notifications, and the ratio measures that, not the two paths. A backlog
+// that does not shrink for 3 s has no relay draining it (a platform without
+// one): it is not waited for.
 func (e *Env) settle(ctx context.Context) {
 	if e.DB == nil {
 		return
@@ -250,8 +279,14 @@ func (e *Env) settle(ctx context.Context) {
 	start := time.Now()
 	deadline := start.Add(time.Minute)
 	var unsent int64
+	least, moved := int64(-1), start
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		if err := e.DB.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE sent_at IS NULL`).Scan(&unsent); err != nil || unsent == 0 {
+			break
+		}
+		if least < 0 || unsent < least {
+			least, moved = unsent, time.Now()
+		} else if time.Since(moved) > 3*time.Second {
 			break
 		}
 		time.Sleep(200 * time.Millisecond)

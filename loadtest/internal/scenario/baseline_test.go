@@ -74,6 +74,48 @@ func TestBaselineHTTPLegSendsDistinctAuthenticatedHolds(t *testing.T) {
 	}
 }
 
+// With Hot, a second HTTP leg holds one room type's same night: every one
+// of its holds lands on that night (one reservation per 201, none sold
+// out), the spread leg before it is unchanged, and the report compares the
+// two rates.
+func TestBaselineHotLegHoldsOneNight(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end")
+	}
+	e := startEnv(t)
+	r, err := e.RunBaseline(context.Background(), Baseline{Hotels: 3, RoomTypes: 2, Nights: 5, Mode: "http", Hot: true,
+		Load: Load{Workers: 4, Duration: time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spread, hot := r.Ops["hold_http"], r.Ops["hold_http_hot"]
+	if spread.Count == 0 || spread.Outcomes["ok"] != spread.Count {
+		t.Fatalf("hold_http: %d holds, outcomes %v; want every one ok", spread.Count, spread.Outcomes)
+	}
+	if hot.Count == 0 || hot.Outcomes["ok"] != hot.Count {
+		t.Fatalf("hold_http_hot: %d holds, outcomes %v; want every one ok", hot.Count, hot.Outcomes)
+	}
+	for _, c := range r.Checks {
+		if !c.OK {
+			t.Errorf("check %s failed: %s", c.Name, c.Detail)
+		}
+	}
+	// The hot night has the hot leg's holds and whatever of the spread leg
+	// fell on it; no other (room type, night) has more than the spread leg.
+	var most, second int64
+	if err := e.DB.QueryRow(context.Background(), `SELECT max(n), coalesce(min(n) FILTER (WHERE r > 1), 0) FROM (
+		SELECT count(*) AS n, row_number() OVER (ORDER BY count(*) DESC) AS r FROM reservations
+		GROUP BY hotel_id, room_type_id, check_in) AS c WHERE r <= 2`).Scan(&most, &second); err != nil {
+		t.Fatal(err)
+	}
+	if most < hot.Count || second > spread.Count {
+		t.Errorf("busiest night %d reservations, next %d; want ≥ %d (the hot leg) and ≤ %d (the spread leg)", most, second, hot.Count, spread.Count)
+	}
+	if f := r.Figures["throughput_ratio_hot_to_spread"]; f <= 0 {
+		t.Errorf("throughput_ratio_hot_to_spread = %v, want the ratio of the two legs", f)
+	}
+}
+
 // holdBody encodes to the bytes of the map it replaced (encoding/json sorts
 // a map's keys): the platform receives the same hold body as before.
 func TestHoldBodyEncoding(t *testing.T) {
