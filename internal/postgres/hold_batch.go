@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -575,9 +574,9 @@ func (s *Store) writeBatch(ctx context.Context, tx pgx.Tx, plan []*holdCall, cla
 			res.ins, res.outs = append(res.ins, r.CheckIn.Time()), append(res.outs, r.CheckOut.Time())
 			res.qtys, res.prices = append(res.qtys, int32(r.Quantity)), append(res.prices, r.TotalPriceCents)
 			e := reservationInventoryEvent(reservation.EventHeld, r, counts)
-			payload, err := json.Marshal(e.data)
+			payload, err := eventPayload(e)
 			if err != nil {
-				return fmt.Errorf("encode %s event: %w", e.typ, err)
+				return err
 			}
 			ev.ids, ev.aggregates, ev.payloads = append(ev.ids, newEventID()), append(ev.aggregates, e.aggregateID), append(ev.payloads, string(payload))
 			ev.versions, ev.seqs, ev.traces = append(ev.versions, e.version), append(ev.seqs, int32(len(ev.seqs))), append(ev.traces, traceContext(c.ctx))
