@@ -3,12 +3,11 @@ package auth
 import (
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/json"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/berthhq/berth/internal/berth"
+	"github.com/berthhq/berth/internal/jsonscan"
 )
 
 // A load test mints a token for every guest it invents — in a spread-holds
@@ -29,14 +28,14 @@ func (t *Tokens) mintFast(p berth.Principal, now time.Time, ttl time.Duration) s
 	var buf [256]byte
 	claims := buf[:0]
 	claims = append(claims, `{"role":`...)
-	claims = appendJSONString(claims, string(p.Role))
+	claims = jsonscan.AppendString(claims, string(p.Role))
 	if len(p.Partitions) > 0 {
 		claims = append(claims, `,"partitions":[`...)
 		for i, part := range p.Partitions {
 			if i > 0 {
 				claims = append(claims, ',')
 			}
-			claims = appendJSONString(claims, part)
+			claims = jsonscan.AppendString(claims, part)
 		}
 		claims = append(claims, ']')
 	}
@@ -44,7 +43,7 @@ func (t *Tokens) mintFast(p berth.Principal, now time.Time, ttl time.Duration) s
 		// The library omits an empty subject (omitempty). Mint refuses one,
 		// but the two writers agree on every input all the same (FuzzMint).
 		claims = append(claims, `,"sub":`...)
-		claims = appendJSONString(claims, p.Subject)
+		claims = jsonscan.AppendString(claims, p.Subject)
 	}
 	// The library truncates both dates to whole seconds (NumericDate).
 	claims = append(claims, `,"exp":`...)
@@ -66,20 +65,4 @@ func (t *Tokens) mintFast(p berth.Principal, now time.Time, ttl time.Duration) s
 	tok = append(tok, '.')
 	tok = enc.AppendEncode(tok, sig)
 	return string(tok)
-}
-
-// appendJSONString appends s as encoding/json writes a string: quoted, with
-// its HTML-safe escapes. Plain printable ASCII — every id the platform and
-// the load test make — is copied as is; anything else goes through
-// encoding/json itself, so the two can never disagree.
-func appendJSONString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			q, _ := json.Marshal(s) // a string always marshals
-			return append(b, q...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
 }

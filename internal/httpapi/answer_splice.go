@@ -2,10 +2,11 @@ package httpapi
 
 import (
 	"bytes"
-	"encoding/json"
 	"slices"
 	"strconv"
 	"sync/atomic"
+
+	"github.com/berthhq/berth/internal/jsonscan"
 )
 
 // A prepaid hold's answer is the stored answer of the hold (the JSON the
@@ -322,30 +323,15 @@ func ascending(members []member, order []uint8) bool {
 	return true
 }
 
-// appendJSONString appends s as encoding/json encodes a string: the plain
-// case (printable ASCII with nothing to escape) by hand, any other through
-// encoding/json itself.
-func appendJSONString(dst []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			quoted, _ := json.Marshal(s) // a string always encodes
-			return append(dst, quoted...)
-		}
-	}
-	dst = append(dst, '"')
-	dst = append(dst, s...)
-	return append(dst, '"')
-}
-
 // appendJSON appends v as json.Marshal(v) encodes it.
 func (v paymentView) appendJSON(dst []byte) []byte {
 	dst = append(dst, `{"intent_id":`...)
-	dst = appendJSONString(dst, v.IntentID)
+	dst = jsonscan.AppendString(dst, v.IntentID)
 	dst = append(dst, `,"amount_cents":`...)
 	dst = strconv.AppendInt(dst, v.AmountCents, 10)
 	dst = append(dst, `,"currency":`...)
-	dst = appendJSONString(dst, v.Currency)
+	dst = jsonscan.AppendString(dst, v.Currency)
 	dst = append(dst, `,"client_secret":`...)
-	dst = appendJSONString(dst, v.ClientSecret)
+	dst = jsonscan.AppendString(dst, v.ClientSecret)
 	return append(dst, '}')
 }

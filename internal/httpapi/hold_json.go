@@ -105,13 +105,13 @@ func skipSpace(b string, i int) int {
 // appendJSON appends req as json.Marshal(req) encodes it.
 func (req holdRequest) appendJSON(dst []byte) []byte {
 	dst = append(dst, `{"guest_id":`...)
-	dst = appendJSONString(dst, req.GuestID)
+	dst = jsonscan.AppendString(dst, req.GuestID)
 	dst = append(dst, `,"room_type_id":`...)
-	dst = appendJSONString(dst, req.RoomTypeID)
+	dst = jsonscan.AppendString(dst, req.RoomTypeID)
 	dst = append(dst, `,"check_in":`...)
-	dst = appendJSONString(dst, req.CheckIn)
+	dst = jsonscan.AppendString(dst, req.CheckIn)
 	dst = append(dst, `,"check_out":`...)
-	dst = appendJSONString(dst, req.CheckOut)
+	dst = jsonscan.AppendString(dst, req.CheckOut)
 	dst = append(dst, `,"quantity":`...)
 	dst = strconv.AppendInt(dst, int64(req.Quantity), 10)
 	for _, m := range []struct{ name, v string }{
@@ -119,7 +119,7 @@ func (req holdRequest) appendJSON(dst []byte) []byte {
 	} {
 		if m.v != "" { // omitempty
 			dst = append(dst, m.name...)
-			dst = appendJSONString(dst, m.v)
+			dst = jsonscan.AppendString(dst, m.v)
 		}
 	}
 	return append(dst, '}')

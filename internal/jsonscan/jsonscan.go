@@ -1,8 +1,28 @@
 // Package jsonscan reads the plainest JSON values in place, for the few hot
 // shapes read by hand (a hold's body, the claims of the tokens Berth mints):
 // a caller that meets anything these do not accept hands the whole input to
-// encoding/json or the library that owns the format.
+// encoding/json or the library that owns the format. AppendString writes
+// the one value the hot shapes written by hand share (the tokens Berth
+// mints, a reservation and its event, an answer's spliced members).
 package jsonscan
+
+import "encoding/json"
+
+// AppendString appends s as encoding/json encodes a string: quoted, with its
+// HTML-safe escapes. Plain printable ASCII — every id the platform and the
+// load test make — is copied as is; anything else goes through
+// encoding/json itself, so the two can never disagree.
+func AppendString(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			quoted, _ := json.Marshal(s) // a string always encodes
+			return append(dst, quoted...)
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
+}
 
 // String reads the JSON string at b[i:] when it is printable ASCII without
 // escapes; next is the index after it. Anything else is not ok.

@@ -1,6 +1,9 @@
 package jsonscan
 
-import "testing"
+import (
+	"encoding/json"
+	"testing"
+)
 
 func TestString(t *testing.T) {
 	for _, c := range []struct {
@@ -49,5 +52,30 @@ func TestInt(t *testing.T) {
 		if n != c.want || ok != c.ok || next != c.next {
 			t.Errorf("Int(%q, %d) = %d, %d, %v; want %d, %d, %v", c.in, c.digits, n, next, ok, c.want, c.next, c.ok)
 		}
+	}
+}
+
+// AppendString writes what json.Marshal writes for a string, after what
+// was there.
+func TestAppendString(t *testing.T) {
+	for _, s := range []string{"", "abc", "a\"b", `a\b`, "<&>", "\x7f", "\x00", "é", "\u2028", "\xff", "tab\there"} {
+		checkAppendString(t, s)
+	}
+}
+
+func FuzzAppendString(f *testing.F) {
+	for _, s := range []string{"", "abc", "a\"b", "<&>", "\x7f", "é", "\xff"} {
+		f.Add(s)
+	}
+	f.Fuzz(checkAppendString)
+}
+
+func checkAppendString(t *testing.T, s string) {
+	want, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := AppendString([]byte("x:"), s); string(got) != "x:"+string(want) {
+		t.Errorf("AppendString(%q) = %s, want x:%s", s, got, want)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"sync"
 	"testing"
 	"time"
 
@@ -153,22 +152,15 @@ func TestBatchGuardCommitsNothing(t *testing.T) {
 					calls = append(calls, call{odd.req, odd.key})
 				}
 			}
-			out := make([]answer, len(calls))
-			var wg sync.WaitGroup
+			holds := make([]func() answer, len(calls))
 			for i, c := range calls {
-				wg.Go(func() { out[i] = doHold(store, c.req, c.key, "h") })
-				deadline := time.Now().Add(10 * time.Second)
-				for store.QueuedHoldsForTest(h.ID, h.RoomTypeID) < i && time.Now().Before(deadline) {
-					time.Sleep(time.Millisecond)
-				}
+				holds[i] = func() answer { return doHold(store, c.req, c.key, "h") }
 			}
-			if n := store.QueuedHoldsForTest(h.ID, h.RoomTypeID); n != len(calls)-1 {
-				t.Fatalf("%d holds queued behind the first, want %d", n, len(calls)-1)
-			}
+			answers := queueInOrder(t, store, h, holds)
 			if err := lock.Commit(ctx); err != nil {
 				t.Fatal(err)
 			}
-			wg.Wait()
+			out := answers()
 
 			created := 1 // the first hold
 			for i, c := range calls {

@@ -39,6 +39,31 @@ func doHold(s *postgres.Store, req reservation.HoldRequest, key, hash string) an
 	return answer{resp.Status, string(resp.Body), err}
 }
 
+// queueInOrder starts holds (of h's room type, whose first night a test
+// holds locked) one at a time, each once the one before it has queued, so
+// that arrival order is their order: the first waits in its transaction,
+// the others queue behind it to go as one batch. It returns when all are
+// queued; answers waits for them (after the test lets the lock go).
+func queueInOrder(t *testing.T, store *postgres.Store, h bookingtest.Hotel, holds []func() answer) (answers func() []answer) {
+	t.Helper()
+	out := make([]answer, len(holds))
+	var wg sync.WaitGroup
+	for i, hold := range holds {
+		wg.Go(func() { out[i] = hold() })
+		deadline := time.Now().Add(10 * time.Second)
+		for store.QueuedHoldsForTest(h.ID, h.RoomTypeID) < i && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if n := store.QueuedHoldsForTest(h.ID, h.RoomTypeID); n != len(holds)-1 {
+		t.Fatalf("%d holds queued behind the first, want %d", n, len(holds)-1)
+	}
+	return func() []answer {
+		wg.Wait()
+		return out
+	}
+}
+
 // 400 holds of overlapping stays and quantities, racing on one 12-room room
 // type through a store that batches: the invariant holds (postgres.Verify),
 // every winner has its own reservation, event and stored answer, every
@@ -194,27 +219,15 @@ func TestOneBadHoldInABatchFailsAlone(t *testing.T) {
 		{"good 3", holdOf(t, h, "g3", 6, 1, 4), uuid.NewString(), "h"},
 		{"limited early", holdOf(t, h, "early", 6, 1, 1), uuid.NewString(), "h"},
 	}
-	out := make([]answer, len(calls))
-	var wg sync.WaitGroup
+	holds := make([]func() answer, len(calls))
 	for i, c := range calls {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			out[i] = doHold(store, c.req, c.key, c.hash)
-		}()
-		// Arrival order is the order of calls: each queued before the next.
-		deadline := time.Now().Add(10 * time.Second)
-		for store.QueuedHoldsForTest(h.ID, h.RoomTypeID) < i && time.Now().Before(deadline) {
-			time.Sleep(time.Millisecond)
-		}
+		holds[i] = func() answer { return doHold(store, c.req, c.key, c.hash) }
 	}
-	if n := store.QueuedHoldsForTest(h.ID, h.RoomTypeID); n != len(calls)-1 {
-		t.Fatalf("%d holds queued behind the first, want %d", n, len(calls)-1)
-	}
+	answers := queueInOrder(t, store, h, holds)
 	if err := lock.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	wg.Wait()
+	out := answers()
 
 	got := map[string]answer{}
 	for i, c := range calls {

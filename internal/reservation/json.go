@@ -1,9 +1,10 @@
 package reservation
 
 import (
-	"encoding/json"
 	"strconv"
 	"time"
+
+	"github.com/berthhq/berth/internal/jsonscan"
 )
 
 // Every winning hold encodes its reservation twice inside its transaction:
@@ -34,9 +35,9 @@ func (w WithInventory) AppendJSON(dst []byte) (out []byte, ok bool) {
 	}
 	if inv := w.Inventory; inv != nil { // omitempty
 		dst = append(dst, `,"inventory":{"hotel_id":`...)
-		dst = appendString(dst, inv.HotelID)
+		dst = jsonscan.AppendString(dst, inv.HotelID)
 		dst = append(dst, `,"room_type_id":`...)
-		dst = appendString(dst, inv.RoomTypeID)
+		dst = jsonscan.AppendString(dst, inv.RoomTypeID)
 		dst = append(dst, `,"nights":`...)
 		if inv.Nights == nil {
 			dst = append(dst, "null"...)
@@ -47,7 +48,7 @@ func (w WithInventory) AppendJSON(dst []byte) (out []byte, ok bool) {
 					dst = append(dst, ',')
 				}
 				dst = append(dst, `{"night":`...)
-				dst = appendString(dst, n.Night)
+				dst = jsonscan.AppendString(dst, n.Night)
 				dst = append(dst, `,"available":`...)
 				dst = strconv.AppendInt(dst, int64(n.Available), 10)
 				dst = append(dst, `,"version":`...)
@@ -68,21 +69,21 @@ func (r Reservation) appendMembers(dst []byte) (out []byte, ok bool) {
 		return dst, false
 	}
 	dst = append(dst, `"reservation_id":`...)
-	dst = appendString(dst, r.ID)
+	dst = jsonscan.AppendString(dst, r.ID)
 	dst = append(dst, `,"hotel_id":`...)
-	dst = appendString(dst, r.HotelID)
+	dst = jsonscan.AppendString(dst, r.HotelID)
 	dst = append(dst, `,"room_type_id":`...)
-	dst = appendString(dst, r.RoomTypeID)
+	dst = jsonscan.AppendString(dst, r.RoomTypeID)
 	dst = append(dst, `,"guest_id":`...)
-	dst = appendString(dst, r.GuestID)
+	dst = jsonscan.AppendString(dst, r.GuestID)
 	dst = append(dst, `,"check_in":`...)
-	dst = appendString(dst, r.CheckIn.String())
+	dst = jsonscan.AppendString(dst, r.CheckIn.String())
 	dst = append(dst, `,"check_out":`...)
-	dst = appendString(dst, r.CheckOut.String())
+	dst = jsonscan.AppendString(dst, r.CheckOut.String())
 	dst = append(dst, `,"quantity":`...)
 	dst = strconv.AppendInt(dst, int64(r.Quantity), 10)
 	dst = append(dst, `,"status":`...)
-	dst = appendString(dst, string(r.Status))
+	dst = jsonscan.AppendString(dst, string(r.Status))
 	dst = append(dst, `,"hold_expires_at":`...)
 	if dst, ok = appendTime(dst, r.HoldExpiresAt); !ok {
 		return dst, false
@@ -90,14 +91,14 @@ func (r Reservation) appendMembers(dst []byte) (out []byte, ok bool) {
 	dst = append(dst, `,"total_price_cents":`...)
 	dst = strconv.AppendInt(dst, r.TotalPriceCents, 10)
 	dst = append(dst, `,"currency":`...)
-	dst = appendString(dst, r.Currency)
+	dst = jsonscan.AppendString(dst, r.Currency)
 	for _, m := range [...]struct{ name, v string }{ // omitempty
 		{`,"payment_ref":`, r.PaymentRef}, {`,"contact_email":`, r.ContactEmail}, {`,"contact_phone":`, r.ContactPhone},
 		{`,"contact_push_token":`, r.ContactPushToken}, {`,"waitlist_entry_id":`, r.WaitlistEntryID}, {`,"upgraded_from":`, r.UpgradedFrom},
 	} {
 		if m.v != "" {
 			dst = append(dst, m.name...)
-			dst = appendString(dst, m.v)
+			dst = jsonscan.AppendString(dst, m.v)
 		}
 	}
 	dst = append(dst, `,"version":`...)
@@ -108,21 +109,6 @@ func (r Reservation) appendMembers(dst []byte) (out []byte, ok bool) {
 	}
 	dst = append(dst, `,"updated_at":`...)
 	return appendTime(dst, r.UpdatedAt)
-}
-
-// appendString appends s as encoding/json encodes a string: the plain case
-// (printable ASCII with nothing to escape) by hand, any other through
-// encoding/json itself.
-func appendString(dst []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			quoted, _ := json.Marshal(s) // a string always encodes
-			return append(dst, quoted...)
-		}
-	}
-	dst = append(dst, '"')
-	dst = append(dst, s...)
-	return append(dst, '"')
 }
 
 // appendTime appends t as time.Time's MarshalJSON does (RFC 3339 with
