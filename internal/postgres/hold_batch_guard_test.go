@@ -132,15 +132,7 @@ func TestBatchGuardCommitsNothing(t *testing.T) {
 				odd.req, odd.key = holdOf(t, h, "early", 6, 1, 1), uuid.NewString()
 			}
 
-			lock, err := db.Begin(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer lock.Rollback(ctx)
-			if _, err := lock.Exec(ctx, `SELECT 1 FROM room_inventory WHERE hotel_id = $1 AND night = $2 FOR UPDATE`,
-				h.ID, bookingtest.Date(5)); err != nil {
-				t.Fatal(err)
-			}
+			lock := lockNight(t, env, h, 5)
 			type call struct {
 				req reservation.HoldRequest
 				key string

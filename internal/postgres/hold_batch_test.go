@@ -15,6 +15,7 @@ import (
 	"github.com/berthhq/berth/internal/postgres"
 	"github.com/berthhq/berth/internal/reservation"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 )
 
 // answer is one hold's outcome as its client saw it.
@@ -37,6 +38,24 @@ func holdOf(t *testing.T, h bookingtest.Hotel, guest string, in, nights, qty int
 func doHold(s *postgres.Store, req reservation.HoldRequest, key, hash string) answer {
 	resp, err := s.Hold(context.Background(), req, &berth.Idem{Key: key, Hash: hash, Render: renderAnswer})
 	return answer{resp.Status, string(resp.Body), err}
+}
+
+// lockNight locks h's night n (bookingtest.Date(n)) in a transaction of
+// its own, rolled back when the test ends unless committed first: a hold
+// that needs the night waits for it, and the holds after it queue.
+func lockNight(t *testing.T, env *bookingtest.Env, h bookingtest.Hotel, n int) pgx.Tx {
+	t.Helper()
+	ctx := context.Background()
+	lock, err := dbtest.SQL(env.DB).Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lock.Rollback(ctx) })
+	if _, err := lock.Exec(ctx, `SELECT 1 FROM room_inventory WHERE hotel_id = $1 AND night = $2 FOR UPDATE`,
+		h.ID, bookingtest.Date(n)); err != nil {
+		t.Fatal(err)
+	}
+	return lock
 }
 
 // queueInOrder starts holds (of h's room type, whose first night a test
@@ -189,16 +208,7 @@ func TestOneBadHoldInABatchFailsAlone(t *testing.T) {
 	// Keep the room type busy: a transaction holds one night, so the first
 	// hold below waits in its transaction and the others queue behind it,
 	// all to go as one batch.
-	db := dbtest.SQL(env.DB)
-	lock, err := db.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Rollback(ctx)
-	if _, err := lock.Exec(ctx, `SELECT 1 FROM room_inventory WHERE hotel_id = $1 AND night = $2 FOR UPDATE`,
-		h.ID, bookingtest.Date(5)); err != nil {
-		t.Fatal(err)
-	}
+	lock := lockNight(t, env, h, 5)
 	type call struct {
 		name string
 		req  reservation.HoldRequest
