@@ -3,7 +3,8 @@
 // a caller that meets anything these do not accept hands the whole input to
 // encoding/json or the library that owns the format. AppendString writes
 // the one value the hot shapes written by hand share (the tokens Berth
-// mints, a reservation and its event, an answer's spliced members).
+// mints, an answer's spliced members, a hold's fingerprint; the domain
+// package reservation keeps a copy, as it uses the standard library only).
 package jsonscan
 
 import "encoding/json"

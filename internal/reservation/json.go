@@ -1,10 +1,9 @@
 package reservation
 
 import (
+	"encoding/json"
 	"strconv"
 	"time"
-
-	"github.com/berthhq/berth/internal/jsonscan"
 )
 
 // Every winning hold encodes its reservation twice inside its transaction:
@@ -35,9 +34,9 @@ func (w WithInventory) AppendJSON(dst []byte) (out []byte, ok bool) {
 	}
 	if inv := w.Inventory; inv != nil { // omitempty
 		dst = append(dst, `,"inventory":{"hotel_id":`...)
-		dst = jsonscan.AppendString(dst, inv.HotelID)
+		dst = appendString(dst, inv.HotelID)
 		dst = append(dst, `,"room_type_id":`...)
-		dst = jsonscan.AppendString(dst, inv.RoomTypeID)
+		dst = appendString(dst, inv.RoomTypeID)
 		dst = append(dst, `,"nights":`...)
 		if inv.Nights == nil {
 			dst = append(dst, "null"...)
@@ -48,7 +47,7 @@ func (w WithInventory) AppendJSON(dst []byte) (out []byte, ok bool) {
 					dst = append(dst, ',')
 				}
 				dst = append(dst, `{"night":`...)
-				dst = jsonscan.AppendString(dst, n.Night)
+				dst = appendString(dst, n.Night)
 				dst = append(dst, `,"available":`...)
 				dst = strconv.AppendInt(dst, int64(n.Available), 10)
 				dst = append(dst, `,"version":`...)
@@ -69,21 +68,21 @@ func (r Reservation) appendMembers(dst []byte) (out []byte, ok bool) {
 		return dst, false
 	}
 	dst = append(dst, `"reservation_id":`...)
-	dst = jsonscan.AppendString(dst, r.ID)
+	dst = appendString(dst, r.ID)
 	dst = append(dst, `,"hotel_id":`...)
-	dst = jsonscan.AppendString(dst, r.HotelID)
+	dst = appendString(dst, r.HotelID)
 	dst = append(dst, `,"room_type_id":`...)
-	dst = jsonscan.AppendString(dst, r.RoomTypeID)
+	dst = appendString(dst, r.RoomTypeID)
 	dst = append(dst, `,"guest_id":`...)
-	dst = jsonscan.AppendString(dst, r.GuestID)
+	dst = appendString(dst, r.GuestID)
 	dst = append(dst, `,"check_in":`...)
-	dst = jsonscan.AppendString(dst, r.CheckIn.String())
+	dst = appendString(dst, r.CheckIn.String())
 	dst = append(dst, `,"check_out":`...)
-	dst = jsonscan.AppendString(dst, r.CheckOut.String())
+	dst = appendString(dst, r.CheckOut.String())
 	dst = append(dst, `,"quantity":`...)
 	dst = strconv.AppendInt(dst, int64(r.Quantity), 10)
 	dst = append(dst, `,"status":`...)
-	dst = jsonscan.AppendString(dst, string(r.Status))
+	dst = appendString(dst, string(r.Status))
 	dst = append(dst, `,"hold_expires_at":`...)
 	if dst, ok = appendTime(dst, r.HoldExpiresAt); !ok {
 		return dst, false
@@ -91,14 +90,14 @@ func (r Reservation) appendMembers(dst []byte) (out []byte, ok bool) {
 	dst = append(dst, `,"total_price_cents":`...)
 	dst = strconv.AppendInt(dst, r.TotalPriceCents, 10)
 	dst = append(dst, `,"currency":`...)
-	dst = jsonscan.AppendString(dst, r.Currency)
+	dst = appendString(dst, r.Currency)
 	for _, m := range [...]struct{ name, v string }{ // omitempty
 		{`,"payment_ref":`, r.PaymentRef}, {`,"contact_email":`, r.ContactEmail}, {`,"contact_phone":`, r.ContactPhone},
 		{`,"contact_push_token":`, r.ContactPushToken}, {`,"waitlist_entry_id":`, r.WaitlistEntryID}, {`,"upgraded_from":`, r.UpgradedFrom},
 	} {
 		if m.v != "" {
 			dst = append(dst, m.name...)
-			dst = jsonscan.AppendString(dst, m.v)
+			dst = appendString(dst, m.v)
 		}
 	}
 	dst = append(dst, `,"version":`...)
@@ -122,4 +121,22 @@ func appendTime(dst []byte, t time.Time) ([]byte, bool) {
 	dst = append(dst, '"')
 	dst = t.AppendFormat(dst, time.RFC3339Nano)
 	return append(dst, '"'), true
+}
+
+// appendString appends s as encoding/json encodes a string: the plain case
+// (printable ASCII with nothing to escape) by hand, any other through
+// encoding/json itself. It is internal/jsonscan's AppendString, kept here
+// because a domain package uses the standard library only
+// (internal/deptest); FuzzReservationJSON and FuzzWithInventoryJSON hold
+// both to json.Marshal.
+func appendString(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			quoted, _ := json.Marshal(s) // a string always encodes
+			return append(dst, quoted...)
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
 }
