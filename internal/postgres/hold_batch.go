@@ -224,10 +224,14 @@ func (s *Store) runBatch(calls []*holdCall) {
 		// A guard fired in the committing round trip (a key taken, a guest
 		// at a limit): nothing committed; the same batch again, its writes
 		// checked in Go before its COMMIT, says which holds must go alone.
-		if exact = errors.Is(err, errBatchGuard); exact {
+		// (An exact run sends no guard; were one to fail so, it is any
+		// other failure below.)
+		if !exact && errors.Is(err, errBatchGuard) {
+			exact = true
 			s.batch.reruns.Add(1)
 			continue
 		}
+		exact = false
 		var redo *batchRedo
 		if errors.As(err, &redo) {
 			// Rolled back: run it again without the holds that must go alone.
@@ -508,7 +512,8 @@ SELECT 1 / CASE WHEN count(*) <> $7 THEN 0 ELSE 1 END FROM k`
 // fell short; nothing committed.
 var errBatchGuard = errors.New("a guard of the batch's committing round trip fired")
 
-// guarded says whether err is a guarded statement's check failing.
+// guarded wraps err in errBatchGuard when it is a guarded statement's
+// check failing.
 func guarded(err error) error {
 	if sqlState(err) == "22012" {
 		return fmt.Errorf("%w: %w", errBatchGuard, err)
