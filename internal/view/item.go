@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/berthhq/berth/internal/events"
 	jsoniter "github.com/json-iterator/go"
@@ -228,6 +229,16 @@ type Applied struct {
 // then its data; three times for nested data), which was a quarter of its
 // CPU (docs/PERFORMANCE.md, "CPU per hold").
 func Project(kind, typ string, msg []byte) (Event, error) {
+	if !utf8.Valid(msg) {
+		// encoding/json reads each invalid byte in a string as U+FFFD and
+		// json-iterator keeps it: a message that is not UTF-8 (no relay
+		// writes one) goes the two-pass way, so both paths read it alike.
+		env, err := events.Decode(msg)
+		if err != nil {
+			return Event{}, err
+		}
+		return fromEnvelope(env)
+	}
 	p, found := mappers[kind+"/"+typ]
 	if !found {
 		p = ignored
