@@ -130,8 +130,9 @@ wait "$run" "${profiles[@]}"
 events_snapshot >"$WORK/events.after"
 [[ -n "${PROFILE_DIR:-}" ]] && log "profiles in $PROFILE_DIR (go tool pprof -top $PROFILE_DIR/booking-us-east.pprof)"
 holds="$(awk '$1 == "hold_http" { print $3; exit }' "$OUT")"
+# Holds of the run (both legs with HOT=1), what the figures below are per.
+total="$(awk '$1 == "hold_http" || $1 == "hold_http_hot" { n += $2 } END { print n }' "$OUT")"
 if [[ -n "$holds" ]]; then
-	total="$(awk '$1 == "hold_http" || $1 == "hold_http_hot" { n += $2 } END { print n }' "$OUT")"
 	printf '\nthe events side during the holds, per hold (%s holds):\n' "$total"
 	# Counters summed over processes; the relays' and the read model's
 	# rounds are counted by binaries that report them.
@@ -141,7 +142,6 @@ fi
 if [[ "${STATEMENTS:-0}" == 1 && -n "$holds" ]]; then
 	# The audit after the holds adds statements run once; at least one call
 	# per hundred holds keeps them out.
-	total="$(awk '$1 == "hold_http" || $1 == "hold_http_hot" { n += $2 } END { print n }' "$OUT")"
 	printf '\nstatements during the holds, per hold (%s holds):\n' "$total"
 	psql "$DB_URL" -q -v holds="$total" <<'SQL'
 SELECT round(calls::NUMERIC / :holds, 3) AS calls, round((total_exec_time * 1000 / :holds)::NUMERIC, 1) AS exec_us,
@@ -153,7 +153,6 @@ ORDER BY total_exec_time DESC
 SQL
 fi
 if [[ "${REDIS_STATS:-0}" == 1 && -n "$holds" ]]; then
-	total="$(awk '$1 == "hold_http" || $1 == "hold_http_hot" { n += $2 } END { print n }' "$OUT")"
 	printf '\nRedis during the holds, per hold (%s holds):\n' "$total"
 	redis-cli -p "$REDIS_PORT" INFO stats | tr -d '\r' | awk -F: -v n="$total" \
 		'$1 ~ /^total_(commands_processed|reads_processed|writes_processed|net_input_bytes|net_output_bytes)$/ { printf "  %-28s %8.3f\n", $1, $2 / n }'

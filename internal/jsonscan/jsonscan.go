@@ -14,15 +14,24 @@ import "encoding/json"
 // load test make — is copied as is; anything else goes through
 // encoding/json itself, so the two can never disagree.
 func AppendString(dst []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			quoted, _ := json.Marshal(s) // a string always encodes
-			return append(dst, quoted...)
-		}
+	if !Plain(s) {
+		quoted, _ := json.Marshal(s) // a string always encodes
+		return append(dst, quoted...)
 	}
 	dst = append(dst, '"')
 	dst = append(dst, s...)
 	return append(dst, '"')
+}
+
+// Plain says whether encoding/json writes s as is between quotes:
+// printable ASCII with nothing to escape.
+func Plain(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
 }
 
 // String reads the JSON string at b[i:] when it is printable ASCII without

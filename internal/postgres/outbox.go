@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/berthhq/berth/internal/berth"
+	"github.com/berthhq/berth/internal/jsonscan"
 	"github.com/berthhq/berth/internal/reservation"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -150,23 +151,13 @@ func (c *traceCarrier) Keys() []string {
 // sorted) when both values are printable ASCII with nothing to escape; ok
 // is false otherwise.
 func (c *traceCarrier) plainJSON() (s string, ok bool) {
-	if c.other || !plainJSONString(c.parent) || !plainJSONString(c.state) {
+	if c.other || !jsonscan.Plain(c.parent) || !jsonscan.Plain(c.state) {
 		return "", false
 	}
 	if !c.hasState {
 		return `{"traceparent":"` + c.parent + `"}`, true
 	}
 	return `{"traceparent":"` + c.parent + `","tracestate":"` + c.state + `"}`, true
-}
-
-// plainJSONString says whether encoding/json writes s as is between quotes.
-func plainJSONString(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			return false
-		}
-	}
-	return true
 }
 
 // decodeTraceContext reverses traceContext. A value that does not decode is

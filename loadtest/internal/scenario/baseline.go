@@ -111,11 +111,10 @@ func (e *Env) RunBaseline(ctx context.Context, o Baseline) (*report.Report, erro
 	var elapsed = map[string]time.Duration{}
 	// pick chooses a hold's room type and night: at random (spread), or the
 	// first room type's first night (hot).
-	spread := func() (seed.Hotel, string, time.Time) {
+	pick := func() (seed.Hotel, string, time.Time) {
 		h := cat.Hotels[rand.IntN(len(cat.Hotels))]
 		return h, h.RoomTypes[rand.IntN(len(h.RoomTypes))], first.AddDate(0, 0, rand.IntN(o.Nights))
 	}
-	pick := spread
 	run := func(op string, hold func(ctx context.Context, h seed.Hotel, rt string, in time.Time, guest string) (string, string)) {
 		e.logf("baseline: %s …", op)
 		meter := e.cpuMeter(o)
