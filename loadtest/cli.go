@@ -208,6 +208,9 @@ func printSummary(w io.Writer, r *report.Report) {
 			fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.3f\t\n", row.Name, row.PIDs, row.Seconds, row.MsPerOp)
 		}
 		fmt.Fprintf(tw, "total\t\t%.2f\t%.3f\t\n", t.TotalS, t.TotalMs)
+		if t.PlatformS > 0 {
+			fmt.Fprintf(tw, "platform (all but the load generator)\t\t%.2f\t%.3f\t\n", t.PlatformS, t.PlatformMs)
+		}
 		tw.Flush()
 	}
 	for _, ch := range r.Checks {

@@ -197,12 +197,16 @@ func (e *Env) RunBaseline(ctx context.Context, o Baseline) (*report.Report, erro
 	return r, nil
 }
 
+// loadGenerator names this process's own row of a CPU table: the client,
+// not part of the platform it measures.
+const loadGenerator = "load generator"
+
 // cpuMeter is the CPU accounting a baseline asked for, or nil.
 func (e *Env) cpuMeter(o Baseline) *cpu.Meter {
 	if len(o.CPUProcs) == 0 && !o.CPUPostgres {
 		return nil
 	}
-	procs := append([]cpu.Proc{{Name: "load generator", PID: os.Getpid()}}, o.CPUProcs...)
+	procs := append([]cpu.Proc{{Name: loadGenerator, PID: os.Getpid()}}, o.CPUProcs...)
 	var backends func(context.Context) ([]cpu.Proc, error)
 	if o.CPUPostgres && e.DB != nil {
 		// The client backends of this database: the services' pools and the
@@ -247,13 +251,18 @@ func (e *Env) cpuTable(ctx context.Context, r *report.Report, m *cpu.Meter, op s
 	t := report.CPUTable{Op: op, Ops: ops, WallS: wall.Seconds(), LoadAvg: []float64{load0, cpu.LoadAverage()}, Rows: rows}
 	for _, row := range rows {
 		t.TotalS += row.Seconds
+		if row.Name != loadGenerator {
+			t.PlatformS += row.Seconds
+		}
 		if row.Incomplete {
 			r.Notes = append(r.Notes, fmt.Sprintf("cpu of %s: a process ended during %s; its last CPU is missing", row.Name, op))
 		}
 	}
 	if ops > 0 {
 		t.TotalMs = 1000 * t.TotalS / float64(ops)
+		t.PlatformMs = 1000 * t.PlatformS / float64(ops)
 		r.Figures["cpu_ms_per_"+op] = t.TotalMs
+		r.Figures["cpu_ms_per_"+op+"_platform"] = t.PlatformMs
 	}
 	r.CPU = append(r.CPU, t)
 }
