@@ -46,7 +46,11 @@ type serveConfig struct {
 	SoldOutTTL time.Duration
 	// HoldBatch is the largest batch of holds of one room type decided in
 	// one transaction (BERTH_HOLD_BATCH; 0 or 1 turns batching off).
-	HoldBatch        int
+	HoldBatch int
+	// HoldLanes is how many hold transactions of idle room types run at
+	// once before further holds wait and go together as a group
+	// (BERTH_HOLD_LANES; 0 turns groups off; docs/adr/0033-hold-groups.md).
+	HoldLanes        int
 	LockTimeout      time.Duration
 	StatementTimeout time.Duration
 	IdleInTxTimeout  time.Duration
@@ -100,6 +104,8 @@ func loadServeConfig(cmd *cobra.Command) (serveConfig, error) {
 	c.SoldOutTTL, err = config.Duration("BERTH_SOLDOUT_TTL", time.Second)
 	errs.Check(err)
 	c.HoldBatch, err = config.Int("BERTH_HOLD_BATCH", postgres.DefaultHoldBatch)
+	errs.Check(err)
+	c.HoldLanes, err = config.Int("BERTH_HOLD_LANES", postgres.DefaultHoldLanes)
 	errs.Check(err)
 	c.LockTimeout, err = config.Duration("BERTH_LOCK_TIMEOUT", 2*time.Second)
 	errs.Check(err)
@@ -169,6 +175,9 @@ func loadServeConfig(cmd *cobra.Command) (serveConfig, error) {
 	if c.HoldBatch < 0 || c.HoldBatch > 1000 {
 		errs.Add("BERTH_HOLD_BATCH: 0 (off) to 1000")
 	}
+	if c.HoldLanes < 0 || c.HoldLanes > 1000 {
+		errs.Add("BERTH_HOLD_LANES: 0 (off) to 1000")
+	}
 	if c.IdleInTxTimeout < time.Second {
 		errs.Add("BERTH_IDLE_IN_TX_TIMEOUT: at least 1s")
 	}
@@ -218,7 +227,8 @@ sweeper and the rolling inventory job.
 Environment: BERTH_PPROF_ADDR (off; e.g. 127.0.0.1:6060: net/http/pprof on its own listener), BERTH_REGION, BERTH_HTTP_ADDR, BERTH_DATABASE_URL, BERTH_TOKEN_SECRET,
 BERTH_TOKEN_MAX_TTL (24h: the longest token lifetime accepted),
 BERTH_ISOLATION (read_committed|serializable), BERTH_HOLD_TTL (10m), BERTH_WAITLIST_OFFER_TTL (15m: a waitlist offer's hold),
-BERTH_LOCK_TIMEOUT (2s), BERTH_STATEMENT_TIMEOUT (5s), BERTH_IDLE_IN_TX_TIMEOUT (60s), BERTH_SWEEP_INTERVAL (5s), BERTH_NO_SHOW_CUTOFF (12h: hotels' local time, the day after arrival),
+BERTH_HOLD_BATCH (64: holds of one room type decided in one transaction; 0 off), BERTH_HOLD_LANES (2: hold transactions
+of idle room types at once before more wait for a group; 0 off), BERTH_LOCK_TIMEOUT (2s), BERTH_STATEMENT_TIMEOUT (5s), BERTH_IDLE_IN_TX_TIMEOUT (60s), BERTH_SWEEP_INTERVAL (5s), BERTH_NO_SHOW_CUTOFF (12h: hotels' local time, the day after arrival),
 BERTH_CLINIC_NO_SHOW_GRACE (30m: after a slot's end, a confirmed patient who has not arrived is a no-show),
 BERTH_DB_MAX_CONNS (32), BERTH_DB_WARM_CONNS (8: connections opened, with the hold path's statements planned, before ready),
 BERTH_SHUTDOWN_TIMEOUT (20s), BERTH_LOG_FORMAT (json|text),
@@ -290,6 +300,7 @@ func run(ctx context.Context, cfg serveConfig, stdout io.Writer, ready chan<- st
 	store.SetGuestLimits(cfg.GuestLimits)
 	store.SetOfferTTL(cfg.OfferTTL)
 	store.SetHoldBatch(cfg.HoldBatch)
+	store.SetHoldLanes(cfg.HoldLanes)
 	if cfg.SoldOutTTL > 0 {
 		store.UseSoldOutCache(soldout.New(cfg.SoldOutTTL, nil))
 	}

@@ -120,7 +120,7 @@ events_snapshot() {
 		fi
 		local u
 		for u in "$BERTH_READMODEL_URL" ${BERTH_BOOKING_URLS//,/ }; do
-			curl -fsS "${u#*=}/metrics" | awk '$1 ~ /^berth_(readmodel_round|outbox_relay)[a-z_]*_total({|$)/ { sub(/{.*/, "", $1); print $1, $NF }' || true
+			curl -fsS "${u#*=}/metrics" | awk '$1 ~ /^berth_(readmodel_round|outbox_relay|hold_batch|hold_group)[a-z_]*_total({|$)/ { sub(/{.*/, "", $1); print $1, $NF }' || true
 		done
 	} 2>/dev/null | awk '{ n[$1] += $2 } END { for (k in n) print k, n[k] }' | sort
 }

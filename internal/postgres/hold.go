@@ -148,10 +148,27 @@ func keyTaken(err error) bool {
 func takeHeldStay(ctx context.Context, tx pgx.Tx, region string, req reservation.HoldRequest, limits berth.GuestLimits) (t taken, counted bool, err error) {
 	// A batch of one, so that the pipelined transaction's BEGIN goes with it.
 	b := &pgx.Batch{}
-	b.Queue(takeHeldStaySQL, req.HotelID, req.RoomTypeID, pgDate(req.Stay.CheckIn), pgDate(req.Stay.CheckOut), int4(req.Quantity),
-		region, req.GuestID, int4(limits.Holds), int4(limits.Quantity), int64(req.Stay.Nights()))
+	queueHeldTake(b, region, req, limits)
 	br := tx.SendBatch(ctx, b)
 	defer br.Close()
+	if t, counted, err = readHeldTake(br, req); err != nil {
+		return t, false, err
+	}
+	if err := br.Close(); err != nil {
+		return t, false, fmt.Errorf("take nights: %w", err)
+	}
+	return t, counted, nil
+}
+
+// queueHeldTake queues req's takeHeldStaySQL.
+func queueHeldTake(b *pgx.Batch, region string, req reservation.HoldRequest, limits berth.GuestLimits) {
+	b.Queue(takeHeldStaySQL, req.HotelID, req.RoomTypeID, pgDate(req.Stay.CheckIn), pgDate(req.Stay.CheckOut), int4(req.Quantity),
+		region, req.GuestID, int4(limits.Holds), int4(limits.Quantity), int64(req.Stay.Nights()))
+}
+
+// readHeldTake reads what queueHeldTake's statement took: the nights, and
+// whether the guest's hold was counted.
+func readHeldTake(br pgx.BatchResults, req reservation.HoldRequest) (t taken, counted bool, err error) {
 	rows, err := br.Query()
 	if err != nil {
 		return t, false, fmt.Errorf("take nights: %w", err)
@@ -166,10 +183,6 @@ func takeHeldStay(ctx context.Context, tx pgx.Tx, region string, req reservation
 		counted = row.holds.Valid
 	}
 	if err := rows.Err(); err != nil {
-		return t, false, fmt.Errorf("take nights: %w", err)
-	}
-	rows.Close()
-	if err := br.Close(); err != nil {
 		return t, false, fmt.Errorf("take nights: %w", err)
 	}
 	return t, counted, nil
@@ -283,35 +296,15 @@ func (s *Store) hold(ctx context.Context, req reservation.HoldRequest, idem *ber
 			}
 			return s.limitRefusal(ctx, tx, req)
 		}
-		t.expiresAt = t.now.Add(s.holdTTL)
 		left = t.counts
-		r := heldReservation(req, t)
-		args, err := recordHeldArgs(ctx, s.region, r, reservationInventoryEvent(reservation.EventHeld, r, t.counts))
-		if err != nil {
-			return err
-		}
 		b := &pgx.Batch{}
-		if idem != nil {
-			if resp, err = renderAnswer(idem, r, nil); err != nil {
-				return err
-			}
-			b.Queue(recordHeldAnsweredSQL, append(args, idem.Key, idem.Hash, int4(resp.Status), resp.Body)...)
-		} else {
-			resp.Value = r
-			b.Queue(recordHeldSQL, args...)
+		if resp, err = s.queueRecordHeld(ctx, b, req, idem, t); err != nil {
+			return err
 		}
 		br := sendAndCommit(ctx, tx, b)
 		if _, err := br.Exec(); err != nil {
 			br.Close()
-			switch {
-			case idem != nil && keyTaken(err):
-				return errKeyTaken // a replay, or a duplicate committed first
-			case idem != nil && sqlState(err) == "55P03":
-				// Only the key waits (the other rows are new): a duplicate
-				// still in flight past lock_timeout.
-				return claimError(err)
-			}
-			return fmt.Errorf("record hold: %w", err)
+			return recordHeldError(idem, err)
 		}
 		if err := br.Close(); err != nil {
 			return fmt.Errorf("record hold: %w", err)
@@ -319,6 +312,41 @@ func (s *Store) hold(ctx context.Context, req reservation.HoldRequest, idem *ber
 		return nil
 	})
 	return resp, got, left, err
+}
+
+// queueRecordHeld queues what a hold that took every night of its stay (t)
+// records — its reservation, its event and, with a key, the key with the
+// answer — and returns that answer. ctx carries the request's trace.
+func (s *Store) queueRecordHeld(ctx context.Context, b *pgx.Batch, req reservation.HoldRequest, idem *berth.Idem, t taken) (berth.Response, error) {
+	t.expiresAt = t.now.Add(s.holdTTL)
+	r := heldReservation(req, t)
+	args, err := recordHeldArgs(ctx, s.region, r, reservationInventoryEvent(reservation.EventHeld, r, t.counts))
+	if err != nil {
+		return berth.Response{}, err
+	}
+	if idem == nil {
+		b.Queue(recordHeldSQL, args...)
+		return berth.Response{Value: r}, nil
+	}
+	resp, err := renderAnswer(idem, r, nil)
+	if err != nil {
+		return berth.Response{}, err
+	}
+	b.Queue(recordHeldAnsweredSQL, append(args, idem.Key, idem.Hash, int4(resp.Status), resp.Body)...)
+	return resp, nil
+}
+
+// recordHeldError is what the failure of queueRecordHeld's statement means.
+func recordHeldError(idem *berth.Idem, err error) error {
+	switch {
+	case idem != nil && keyTaken(err):
+		return errKeyTaken // a replay, or a duplicate committed first
+	case idem != nil && sqlState(err) == "55P03":
+		// Only the key waits (the other rows are new): a duplicate
+		// still in flight past lock_timeout.
+		return claimError(err)
+	}
+	return fmt.Errorf("record hold: %w", err)
 }
 
 // refuseHold answers a hold that did not get every night, inside a fenced

@@ -92,9 +92,11 @@ type BatchStats struct {
 	Batched int64 // holds decided in them
 	Alone   int64 // holds of a batch that ran alone after it
 	Reruns  int64 // batches run again exact after a guard of their committing round trip fired
+	Groups  int64 // group transactions committed (hold_group.go)
+	Grouped int64 // holds decided in them
 }
 
-type batchCounters struct{ batches, batched, alone, reruns atomic.Int64 }
+type batchCounters struct{ batches, batched, alone, reruns, groups, grouped atomic.Int64 }
 
 // SetHoldBatch sets the largest batch of holds of one room type (0 or 1:
 // batching off, every hold its own transaction); holds arriving after it
@@ -107,20 +109,29 @@ func (s *Store) HoldBatch() int { return int(s.batchMax.Load()) }
 // HoldBatchStats returns what batching did so far.
 func (s *Store) HoldBatchStats() BatchStats {
 	return BatchStats{Batches: s.batch.batches.Load(), Batched: s.batch.batched.Load(), Alone: s.batch.alone.Load(),
-		Reruns: s.batch.reruns.Load()}
+		Reruns: s.batch.reruns.Load(), Groups: s.batch.groups.Load(), Grouped: s.batch.grouped.Load()}
 }
 
 // holdQueued runs a hold through its room type's queue: at once and alone
-// when the room type is idle, else with the next batch.
+// when the room type is idle and a lane is free, with the next group when
+// the room type is idle and every lane busy (hold_group.go), else with the
+// room type's next batch.
 func (s *Store) holdQueued(ctx context.Context, req reservation.HoldRequest, idem *berth.Idem, gen uint64) (berth.Response, error) {
 	key := req.HotelID + "\x00" + req.RoomTypeID
 	s.mu.Lock()
 	q, busy := s.queues[key]
 	if !busy {
-		s.queues[key] = &holdQueue{}
-		s.mu.Unlock()
-		defer s.nextBatch(key)
-		return s.holdAlone(ctx, req, idem, gen)
+		q = &holdQueue{}
+		s.queues[key] = q
+		if !s.laneBusyLocked() {
+			s.running++
+			s.mu.Unlock()
+			defer s.laneDone()
+			defer s.nextBatch(key)
+			return s.holdAlone(ctx, req, idem, gen)
+		}
+		// It waits for the next group; holds of its room type queue behind it.
+		s.waitForGroupLocked(key)
 	}
 	c := &holdCall{ctx: ctx, req: req, idem: idem, gen: gen, done: make(chan struct{})}
 	q.waiting = append(q.waiting, c)

@@ -18,3 +18,10 @@ const (
 	CountBatchGuestsGuardedSQL = countBatchGuestsGuardedSQL
 	ClaimBatchKeysGuardedSQL   = claimBatchKeysGuardedSQL
 )
+
+// GroupWaitingForTest returns how many room types wait for a hold group.
+func (s *Store) GroupWaitingForTest() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.groupKeys)
+}

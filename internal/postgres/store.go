@@ -30,10 +30,19 @@ type Store struct {
 	// batchMax is the largest batch of holds of one room type (≤ 1: off).
 	batchMax atomic.Int64
 	batch    batchCounters
+	// lanes: hold transactions of idle room types that run at once before
+	// holds group (hold_group.go; 0: never).
+	lanes     atomic.Int64
+	groupWait atomic.Int64 // nanoseconds
 
 	mu       sync.Mutex
 	inflight map[string]int        // hotel + Idempotency-Key of holds in flight
 	queues   map[string]*holdQueue // hotel + room type of hold transactions running
+	// running counts the hold transactions holding a lane; groupKeys are
+	// the room types waiting for a group, in arrival order (hold_group.go).
+	running    int
+	groupKeys  []string
+	groupTimer *time.Timer // the group wait of the first room type in groupKeys
 	// keyQueues are the coalesced key reads of refused holds, by hotel
 	// (key_reads.go).
 	keyQueues map[string]*keyQueue
@@ -47,6 +56,8 @@ func NewStore(db *DB, region string, holdTTL time.Duration) *Store {
 	s := &Store{db: db, region: region, holdTTL: holdTTL, offerTTL: holdTTL, limits: berth.DefaultGuestLimits,
 		inflight: map[string]int{}, queues: map[string]*holdQueue{}, keyQueues: map[string]*keyQueue{}}
 	s.batchMax.Store(DefaultHoldBatch)
+	s.lanes.Store(DefaultHoldLanes)
+	s.groupWait.Store(int64(DefaultGroupWait))
 	return s
 }
 

@@ -267,14 +267,16 @@ func (t *Telemetry) ObserveOutbox(ttl time.Duration, query func(context.Context)
 
 // HoldBatchStats is what hot-partition batching did since the service
 // started (postgres.BatchStats).
-type HoldBatchStats struct{ Batches, Batched, Alone, Reruns int64 }
+type HoldBatchStats struct{ Batches, Batched, Alone, Reruns, Groups, Grouped int64 }
 
 // ObserveHoldBatches reports hot-partition batching on every scrape: batch
 // transactions committed, holds decided in them, and holds of a batch that
 // ran alone (docs/adr/0010-hold-batching.md), and batches run again
 // checked in Go after a guard of their committing round trip fired
-// (docs/adr/0030-batch-in-two-round-trips.md). Holds per batch is
-// rate(berth_hold_batched_total) / rate(berth_hold_batches_total).
+// (docs/adr/0030-batch-in-two-round-trips.md), and hold groups
+// (docs/adr/0033-hold-groups.md). Holds per batch is
+// rate(berth_hold_batched_total) / rate(berth_hold_batches_total), per
+// group rate(berth_hold_grouped_total) / rate(berth_hold_groups_total).
 func (t *Telemetry) ObserveHoldBatches(stat func() HoldBatchStats) error {
 	batches, err1 := t.meter.Int64ObservableCounter("berth.hold.batches", metric.WithUnit("{transaction}"),
 		metric.WithDescription("Hold batch transactions committed (holds of one room type decided together)."))
@@ -284,7 +286,11 @@ func (t *Telemetry) ObserveHoldBatches(stat func() HoldBatchStats) error {
 		metric.WithDescription("Holds of a batch that ran in a transaction of their own (a limit, a replay, a night not here)."))
 	reruns, err4 := t.meter.Int64ObservableCounter("berth.hold.batch_reruns", metric.WithUnit("{transaction}"),
 		metric.WithDescription("Hold batches run again, checked before their COMMIT, after a guard of their committing round trip fired (a key taken, a guest at a limit)."))
-	if err := errors.Join(err1, err2, err3, err4); err != nil {
+	groups, err5 := t.meter.Int64ObservableCounter("berth.hold.groups", metric.WithUnit("{transaction}"),
+		metric.WithDescription("Hold group transactions committed (holds of idle room types sharing one transaction while every lane was busy)."))
+	grouped, err6 := t.meter.Int64ObservableCounter("berth.hold.grouped", metric.WithUnit("{hold}"),
+		metric.WithDescription("Holds decided in a group transaction."))
+	if err := errors.Join(err1, err2, err3, err4, err5, err6); err != nil {
 		return fmt.Errorf("hold batch instruments: %w", err)
 	}
 	_, err := t.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
@@ -293,8 +299,10 @@ func (t *Telemetry) ObserveHoldBatches(stat func() HoldBatchStats) error {
 		o.ObserveInt64(batched, s.Batched, t.attrs())
 		o.ObserveInt64(alone, s.Alone, t.attrs())
 		o.ObserveInt64(reruns, s.Reruns, t.attrs())
+		o.ObserveInt64(groups, s.Groups, t.attrs())
+		o.ObserveInt64(grouped, s.Grouped, t.attrs())
 		return nil
-	}, batches, batched, alone, reruns)
+	}, batches, batched, alone, reruns, groups, grouped)
 	return err
 }
 
