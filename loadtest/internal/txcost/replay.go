@@ -84,7 +84,7 @@ type holdReplay struct {
 	script string
 	defs   []string // pgbench -D name=value
 	note   string
-	stay   int
+	rooms  int64 // rooms a hold reserves over its nights: the sample's quantity × nights
 	before writes
 }
 
@@ -114,7 +114,7 @@ func newHoldReplay(ctx context.Context, db *postgres.DB, raw *pgxpool.Pool, o Op
 		bound[p.name] = true
 		cols = append(cols, p.expr+" AS "+p.name)
 	}
-	rp := &holdReplay{stay: o.Stay, note: replayNote}
+	rp := &holdReplay{rooms: int64(sample.Quantity * sample.Stay.Nights()), note: replayNote}
 	// Every other argument is the sample's, encoded as the text pgx would
 	// send for the parameter's type (bytea as \x…, JSON as is); Encode
 	// answers NULL with a nil slice, so an empty value has a buffer to
@@ -258,7 +258,7 @@ func (rp *holdReplay) check(ctx context.Context, raw *pgxpool.Pool, row Row) err
 	n := row.Ops
 	got := writes{after.Reservations - rp.before.Reservations, after.Events - rp.before.Events, after.Keys - rp.before.Keys,
 		after.Guests - rp.before.Guests, after.Reserved - rp.before.Reserved}
-	if want := (writes{n, n, n, n, n * int64(rp.stay)}); got != want {
+	if want := (writes{n, n, n, n, n * rp.rooms}); got != want {
 		return fmt.Errorf("replay: %d transactions committed %+v, want %+v", n, got, want)
 	}
 	return nil
