@@ -17,7 +17,9 @@ func txcostCmd() *cobra.Command {
 		Short: "the write path's yardstick: the minimal hold transaction vs the store's own hold, spread and hot, with ratios",
 		Long: "In one run on one scratch database (created and dropped): the minimal hold transaction (conditional UPDATE of\n" +
 			"the nights + booking INSERT + outbox INSERT) by pgbench and by the Go driver, the store's hold transaction as SQL\n" +
-			"(postgres.HoldScript: the statements Store.Hold sends) and Store.Hold in-process, with hot-partition batching off\n" +
+			"(postgres.HoldScript: the statements Store.Hold sends) by the Go driver and by pgbench (unpipelined, with one\n" +
+			"preliminary SELECT of the per-transaction values: 5 round trips where the store sends 2, conservative against\n" +
+			"the store) and Store.Hold in-process, with hot-partition batching off\n" +
 			"and on (\"store hold batched\") — on spread inventory and on\n" +
 			"one hot row set. Prints the rates and each leg's ratio to the minimal transaction of the same shape.",
 		RunE: func(cmd *cobra.Command, _ []string) error {

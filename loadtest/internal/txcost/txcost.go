@@ -3,7 +3,8 @@
 // conditional UPDATE of the stay's nights, a booking INSERT and an outbox
 // INSERT — what the database can do per hold with nothing else in the way)
 // and the store's own hold transaction (postgres.HoldScript, the statements
-// Store.Hold sends, and Store.Hold itself in-process), on spread inventory
+// Store.Hold sends, replayed by the Go driver and by pgbench — replay.go —
+// and Store.Hold itself in-process), on spread inventory
 // and on one hot row set, and reports the rates and their ratios. The
 // machine is shared and noisy, so only ratios from one run mean anything.
 package txcost
@@ -68,6 +69,8 @@ type Row struct {
 	P50Ms, P99Ms       float64
 	// FirstError is one failure's message, to tell a broken leg from a slow one.
 	FirstError string
+	// Note says how the leg differs from what it stands for.
+	Note string
 	// Batches and Batched: the batched leg's batch transactions and the
 	// holds decided in them (the rest ran alone).
 	Batches, Batched int64
@@ -103,6 +106,9 @@ const (
 )
 
 const region = "us-east"
+
+// holdTTL is the hold TTL of every store leg.
+const holdTTL = 10 * time.Minute
 
 // The minimal hold transaction on its own tables (schema minimal), as in the
 // raw-SQL yardstick every figure of docs/PERFORMANCE.md is compared with:
@@ -145,25 +151,34 @@ func minimalScript(hot bool) postgres.Script {
 
 var placeholder = regexp.MustCompile(`\$(\d+)`)
 
-// pgbenchScript renders a script of single-statement trips for pgbench:
-// $n becomes :name, every statement one round trip, as the driver sends it.
-func pgbenchScript(sc postgres.Script, header string) (string, error) {
+// pgbenchScript renders a script of single-statement trips for pgbench: the
+// header (meta-commands), BEGIN, the prelude (statements the transaction
+// runs first; "" for none), every trip's statement one round trip with $n
+// become :name, COMMIT. Every argument must be bound — a variable that the
+// header, the prelude or a -D constant defines — because pgbench binds
+// nothing from the trips' results the way the store does between them.
+func pgbenchScript(sc postgres.Script, header, prelude string, bound map[string]bool) (string, error) {
 	var b strings.Builder
 	b.WriteString(header)
 	b.WriteString("BEGIN;\n")
+	b.WriteString(prelude)
 	for _, t := range sc.Trips {
-		if len(t.Steps) != 1 || t.Before != nil {
-			return "", fmt.Errorf("%s: pgbench replays single-statement trips without computed arguments", sc.Name)
+		if len(t.Steps) != 1 {
+			return "", fmt.Errorf("%s: pgbench replays single-statement trips", sc.Name)
 		}
 		s := t.Steps[0]
 		var bad error
 		sql := placeholder.ReplaceAllStringFunc(s.SQL, func(m string) string {
 			n, _ := strconv.Atoi(m[1:])
-			if n < 1 || n > len(s.Args) {
+			switch {
+			case n < 1 || n > len(s.Args):
 				bad = fmt.Errorf("%s: %s has no argument", sc.Name, m)
-				return m
+			case !bound[s.Args[n-1]]:
+				bad = fmt.Errorf("%s: argument %q of %s is bound by nothing pgbench runs", sc.Name, s.Args[n-1], m)
+			default:
+				return ":" + s.Args[n-1]
 			}
-			return ":" + s.Args[n-1]
+			return m
 		})
 		if bad != nil {
 			return "", bad
@@ -250,9 +265,9 @@ func Run(ctx context.Context, adminURL string, o Options) ([]Row, error) {
 		o.logf("txcost: pgbench not found (apt-get install postgresql-15); its legs are skipped")
 	}
 	first := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, 1)
-	store := postgres.NewStore(db, region, 10*time.Minute)
+	store := postgres.NewStore(db, region, holdTTL)
 	store.SetHoldBatch(0) // one transaction per hold
-	batched := postgres.NewStore(db, region, 10*time.Minute)
+	batched := postgres.NewStore(db, region, holdTTL)
 	batched.SetHoldBatch(max(o.Batch, 2))
 	meterConn, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
@@ -278,31 +293,51 @@ func Run(ctx context.Context, adminURL string, o Options) ([]Row, error) {
 			return reservation.HoldRequest{ReservationID: uuid.NewString(), HotelID: cat.Hotels[h].ID, RoomTypeID: cat.Hotels[h].RoomTypes[t],
 				GuestID: fmt.Sprintf("txcost-%016x", r.Uint64()), Stay: reservation.Stay{CheckIn: in, CheckOut: in.AddDays(o.Stay)}, Quantity: 1}
 		}
+		// The replay by pgbench is prepared before its meter starts and its
+		// rows checked after the meter stops: neither is the leg's work.
+		var replay *holdReplay
 		legs := []struct {
 			leg, client string
 			run         func() (Row, error)
+			prepare     func() error
+			check       func(Row) error
 		}{
-			{LegMinimal, "pgbench", func() (Row, error) {
+			{leg: LegMinimal, client: "pgbench", run: func() (Row, error) {
 				if pgbench == "" {
 					return Row{}, errSkip
 				}
 				return o.runPgBench(ctx, pgbench, dbURL, minimalScript(hot), hot)
 			}},
-			{LegMinimal, "pgx", func() (Row, error) {
+			{leg: LegMinimal, client: "pgx", run: func() (Row, error) {
 				sc := minimalScript(hot)
 				return o.drive(ctx, func(ctx context.Context, r *rand.Rand) error {
 					h, t, d := pick(r)
 					return db.RunScript(ctx, sc, postgres.Vars{"h": h + 1, "t": t + 1, "d": d, "n": o.Stay})
 				})
 			}},
-			{LegStoreScript, "pgx", func() (Row, error) {
+			{leg: LegStoreScript, client: "pgbench",
+				prepare: func() error {
+					if pgbench == "" {
+						return errSkip
+					}
+					var err error
+					replay, err = newHoldReplay(ctx, db, raw, o, cat.Hotels, first, hot, holdReq(rand.New(rand.NewPCG(rand.Uint64(), 1))))
+					return err
+				},
+				run: func() (Row, error) {
+					row, err := o.execPgBench(ctx, pgbench, dbURL, replay.script, replay.defs)
+					row.Note = replay.note
+					return row, err
+				},
+				check: func(row Row) error { return replay.check(ctx, raw, row) }},
+			{leg: LegStoreScript, client: "pgx", run: func() (Row, error) {
 				return o.drive(ctx, func(ctx context.Context, r *rand.Rand) error {
-					sc, v := postgres.HoldScript(holdReq(r), region, 10*time.Minute, uuid.NewString(), "txcost")
+					sc, v := postgres.HoldScript(holdReq(r), region, holdTTL, uuid.NewString(), "txcost")
 					return db.RunScript(ctx, sc, v)
 				})
 			}},
-			{LegStore, "in-process", func() (Row, error) { return o.driveStore(ctx, store, holdReq) }},
-			{LegStoreBatched, "in-process", func() (Row, error) {
+			{leg: LegStore, client: "in-process", run: func() (Row, error) { return o.driveStore(ctx, store, holdReq) }},
+			{leg: LegStoreBatched, client: "in-process", run: func() (Row, error) {
 				before := batched.HoldBatchStats()
 				row, err := o.driveStore(ctx, batched, holdReq)
 				after := batched.HoldBatchStats()
@@ -317,6 +352,13 @@ func Run(ctx context.Context, adminURL string, o Options) ([]Row, error) {
 			if ctx.Err() != nil {
 				return rows, ctx.Err()
 			}
+			if l.prepare != nil {
+				if err := l.prepare(); errors.Is(err, errSkip) {
+					continue
+				} else if err != nil {
+					return rows, fmt.Errorf("%s (%s, %s): %w", l.leg, l.client, shape, err)
+				}
+			}
 			meter := meterBackends(ctx, meterConn)
 			self := selfCPU()
 			row, err := l.run()
@@ -329,6 +371,9 @@ func Run(ctx context.Context, adminURL string, o Options) ([]Row, error) {
 			}
 			if err == nil && merr != nil {
 				err = fmt.Errorf("backend CPU: %w", merr)
+			}
+			if err == nil && l.check != nil {
+				err = l.check(row)
 			}
 			if err != nil {
 				return rows, fmt.Errorf("%s (%s, %s): %w", l.leg, l.client, shape, err)
@@ -422,10 +467,17 @@ func (o Options) runPgBench(ctx context.Context, bin, dbURL string, sc postgres.
 		header = "\\set h 1\n\\set t 1\n\\set d 10\n"
 	}
 	header += fmt.Sprintf("\\set n %d\n", o.Stay)
-	text, err := pgbenchScript(sc, header)
+	text, err := pgbenchScript(sc, header, "", map[string]bool{"h": true, "t": true, "d": true, "n": true})
 	if err != nil {
 		return Row{}, err
 	}
+	return o.execPgBench(ctx, bin, dbURL, text, nil)
+}
+
+// execPgBench runs the pgbench script text with pgbench -M prepared,
+// Workers clients on 2 threads, for Duration, with the variables defs
+// ("name=value").
+func (o Options) execPgBench(ctx context.Context, bin, dbURL, text string, defs []string) (Row, error) {
 	f, err := os.CreateTemp("", "txcost-*.sql")
 	if err != nil {
 		return Row{}, err
@@ -439,8 +491,11 @@ func (o Options) runPgBench(ctx context.Context, bin, dbURL string, sc postgres.
 		return Row{}, err
 	}
 	secs := max(int(o.Duration.Round(time.Second).Seconds()), 1)
-	cmd := exec.CommandContext(ctx, bin, "-M", "prepared", "-c", strconv.Itoa(o.Workers), "-j", "2", "-T", strconv.Itoa(secs),
-		"-n", "-f", f.Name(), dbURL)
+	args := []string{"-M", "prepared", "-c", strconv.Itoa(o.Workers), "-j", "2", "-T", strconv.Itoa(secs), "-n", "-f", f.Name()}
+	for _, d := range defs {
+		args = append(args, "-D", d)
+	}
+	cmd := exec.CommandContext(ctx, bin, append(args, dbURL)...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
@@ -524,6 +579,11 @@ func Print(w io.Writer, o Options, rows []Row) {
 	for _, r := range rows {
 		if note := r.batchNote(); note != "" {
 			fmt.Fprintf(w, "%s (%s, %s):%s\n", r.Leg, r.Client, r.Shape, note)
+		}
+	}
+	for _, r := range rows {
+		if r.Note != "" {
+			fmt.Fprintf(w, "%s (%s, %s): %s\n", r.Leg, r.Client, r.Shape, r.Note)
 		}
 	}
 	for _, r := range rows {

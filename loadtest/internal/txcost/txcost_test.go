@@ -5,13 +5,15 @@ import (
 	"testing"
 )
 
+var minimalBound = map[string]bool{"h": true, "t": true, "d": true, "n": true}
+
 // pgbench must run the same statements as the Go driver: every $n becomes
 // the variable the step names, and nothing else changes.
 func TestPgbenchScriptNamesEveryArgument(t *testing.T) {
 	t.Parallel()
 	for _, hot := range []bool{false, true} {
 		sc := minimalScript(hot)
-		got, err := pgbenchScript(sc, "\\set h 1\n")
+		got, err := pgbenchScript(sc, "\\set h 1\n", "", minimalBound)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -28,7 +30,10 @@ func TestPgbenchScriptNamesEveryArgument(t *testing.T) {
 	}
 	bad := minimalScript(false)
 	bad.Trips[0].Steps[0].Args = bad.Trips[0].Steps[0].Args[:2]
-	if _, err := pgbenchScript(bad, ""); err == nil {
+	if _, err := pgbenchScript(bad, "", "", minimalBound); err == nil {
 		t.Error("a $n without an argument name rendered without error")
+	}
+	if _, err := pgbenchScript(minimalScript(false), "", "", map[string]bool{"h": true, "t": true, "d": true}); err == nil {
+		t.Error("an argument bound by nothing (n) rendered without error")
 	}
 }
