@@ -229,6 +229,11 @@ func (s *Store) runGroup(g holdGroup) {
 		group = nil
 	}
 	alone = append(group, alone...) // a group of one is a hold alone
+	if len(alone) == 1 {
+		c := alone[0]
+		c.finish(s.holdAlone(c.ctx, c.req, c.idem, c.gen))
+		return
+	}
 	// Each of another room type: they need not wait for each other.
 	var wg sync.WaitGroup
 	for _, c := range alone {

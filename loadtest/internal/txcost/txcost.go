@@ -72,8 +72,10 @@ type Row struct {
 	// Note says how the leg differs from what it stands for.
 	Note string
 	// Batches and Batched: the batched leg's batch transactions and the
-	// holds decided in them (the rest ran alone).
-	Batches, Batched int64
+	// holds decided in them; Groups and Grouped: its group transactions
+	// (holds of idle room types together, docs/adr/0033-hold-groups.md)
+	// and theirs. The rest ran alone.
+	Batches, Batched, Groups, Grouped int64
 	// BackendCPU and ClientCPU: the CPU time the leg cost the database's
 	// backends and its client (cpu.go).
 	BackendCPU, ClientCPU time.Duration
@@ -342,6 +344,7 @@ func Run(ctx context.Context, adminURL string, o Options) ([]Row, error) {
 				row, err := o.driveStore(ctx, batched, holdReq)
 				after := batched.HoldBatchStats()
 				row.Batches, row.Batched = after.Batches-before.Batches, after.Batched-before.Batched
+				row.Groups, row.Grouped = after.Groups-before.Groups, after.Grouped-before.Grouped
 				return row, err
 			}},
 		}
@@ -440,11 +443,19 @@ func (o Options) driveStore(ctx context.Context, s *postgres.Store, holdReq func
 
 // batchNote says how the batched leg's holds were decided.
 func (r Row) batchNote() string {
-	if r.Batches == 0 {
+	var notes []string
+	if r.Batches > 0 {
+		notes = append(notes, fmt.Sprintf("%d batches, %.1f holds each; %d of %d holds batched", r.Batches,
+			float64(r.Batched)/float64(r.Batches), r.Batched, r.Ops))
+	}
+	if r.Groups > 0 {
+		notes = append(notes, fmt.Sprintf("%d groups, %.1f holds each; %d of %d holds grouped", r.Groups,
+			float64(r.Grouped)/float64(r.Groups), r.Grouped, r.Ops))
+	}
+	if len(notes) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("  (%d batches, %.1f holds each; %d of %d holds batched)", r.Batches, float64(r.Batched)/float64(r.Batches),
-		r.Batched, r.Ops)
+	return "  (" + strings.Join(notes, "; ") + ")"
 }
 
 // drive runs op on Workers goroutines, closed loop, for Duration
