@@ -404,3 +404,64 @@ func TestAHoldWaitsForAGroupAtMostTheGroupWait(t *testing.T) {
 	}
 	env.AssertInventory()
 }
+
+// A hold whose request ends while it waits for a group leaves without a
+// trace: it is answered at once, nothing of it commits, and its room type
+// is idle again — the next hold of it runs as on an idle store.
+func TestAHoldLeavingWhileItWaitsForAGroupLeavesNoClaim(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := bookingtest.Start(t, bookingtest.Options{Region: "us-east"})
+	lead, other := env.SeedHotel("", 5, 0, bookingtest.Date(1), bookingtest.Date(20)), env.SeedHotel("", 5, 0, bookingtest.Date(1), bookingtest.Date(20))
+	store := postgres.NewStore(env.DB, "us-east", 10*time.Minute)
+	store.SetHoldBatch(64)
+	store.SetHoldLanes(1)
+	store.SetHoldGroupWait(time.Hour) // only the lane, freed by the test, sends a group
+
+	lock := lockNight(t, env, lead, 5)
+	var (
+		wg     sync.WaitGroup
+		leader answer
+	)
+	wg.Go(func() { leader = doHold(store, holdOf(t, lead, "leader", 5, 2, 1), uuid.NewString(), "h") })
+	waitUntil(t, "the leader's transaction", func() bool { return store.QueuedHoldsForTest(lead.ID, lead.RoomTypeID) == 0 })
+
+	reqCtx, cancel := context.WithCancel(ctx)
+	left := make(chan error, 1)
+	go func() {
+		_, err := store.Hold(reqCtx, holdOf(t, other, "leaving", 5, 2, 1), &berth.Idem{Key: uuid.NewString(), Hash: "h", Render: renderAnswer})
+		left <- err
+	}()
+	waitUntil(t, "the hold to wait for a group", func() bool { return store.GroupWaitingForTest() == 1 })
+	cancel()
+	select {
+	case err := <-left:
+		if err == nil {
+			t.Error("a hold whose request ended while it waited was answered without an error")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a hold whose request ended while it waited for a group was not answered in 10 s")
+	}
+	if err := lock.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if leader.status != http.StatusCreated {
+		t.Errorf("leader: %+v", leader)
+	}
+	waitUntil(t, "the room type to be idle", func() bool { return store.QueuedHoldsForTest(other.ID, other.RoomTypeID) == -1 })
+	if a := doHold(store, holdOf(t, other, "next", 5, 2, 1), uuid.NewString(), "h"); a.err != nil || a.status != http.StatusCreated {
+		t.Errorf("the next hold of the room type: %+v", a)
+	}
+	var n int
+	if err := dbtest.SQL(env.DB).QueryRow(ctx, `SELECT count(*) FROM reservations WHERE hotel_id = $1`, other.ID).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Errorf("%d reservations of the room type, want the next hold's only", n)
+	}
+	if st := store.HoldBatchStats(); st.Groups != 0 {
+		t.Errorf("a group committed: %+v", st)
+	}
+	env.AssertInventory()
+}
