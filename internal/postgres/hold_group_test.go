@@ -15,6 +15,7 @@ import (
 	"github.com/berthhq/berth/internal/postgres"
 	"github.com/berthhq/berth/internal/reservation"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 )
 
 // waitUntil polls cond every millisecond for up to 10 s.
@@ -27,6 +28,18 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// holdTheLane fills the store's only lane: a hold of lead waits in its
+// transaction for lead's night 5, locked by the returned transaction, until
+// the test commits it; leader waits for that hold's answer.
+func holdTheLane(t *testing.T, env *bookingtest.Env, store *postgres.Store, lead bookingtest.Hotel) (lock pgx.Tx, leader func() answer) {
+	t.Helper()
+	lock = lockNight(t, env, lead, 5)
+	done := make(chan answer, 1)
+	go func() { done <- doHold(store, holdOf(t, lead, "leader", 5, 2, 1), uuid.NewString(), "h") }()
+	waitUntil(t, "the leader's transaction", func() bool { return store.QueuedHoldsForTest(lead.ID, lead.RoomTypeID) == 0 })
+	return lock, func() answer { return <-done }
 }
 
 // groupedHold is a hold a group test sends, and what its client saw.
@@ -46,13 +59,8 @@ type groupedHold struct {
 func sendWhileLaneBusy(t *testing.T, env *bookingtest.Env, store *postgres.Store, lead bookingtest.Hotel, holds []*groupedHold, want int) answer {
 	t.Helper()
 	ctx := context.Background()
-	lock := lockNight(t, env, lead, 5)
-	var (
-		wg     sync.WaitGroup
-		leader answer
-	)
-	wg.Go(func() { leader = doHold(store, holdOf(t, lead, "leader", 5, 2, 1), uuid.NewString(), "h") })
-	waitUntil(t, "the leader's transaction", func() bool { return store.QueuedHoldsForTest(lead.ID, lead.RoomTypeID) == 0 })
+	lock, leader := holdTheLane(t, env, store, lead)
+	var wg sync.WaitGroup
 	for i, h := range holds {
 		wg.Go(func() { h.got = doHold(store, h.req, h.key, h.hash) })
 		waitUntil(t, fmt.Sprintf("hold %d (%s) to wait", i, h.name), func() bool {
@@ -72,7 +80,7 @@ func sendWhileLaneBusy(t *testing.T, env *bookingtest.Env, store *postgres.Store
 		t.Fatal(err)
 	}
 	wg.Wait()
-	return leader
+	return leader()
 }
 
 // Holds of idle room types of other hotels, sent while the store's only
@@ -378,13 +386,7 @@ func TestAHoldWaitsForAGroupAtMostTheGroupWait(t *testing.T) {
 	store.SetHoldLanes(1)
 	store.SetHoldGroupWait(20 * time.Millisecond)
 
-	lock := lockNight(t, env, lead, 5)
-	var (
-		wg     sync.WaitGroup
-		leader answer
-	)
-	wg.Go(func() { leader = doHold(store, holdOf(t, lead, "leader", 5, 2, 1), uuid.NewString(), "h") })
-	waitUntil(t, "the leader's transaction", func() bool { return store.QueuedHoldsForTest(lead.ID, lead.RoomTypeID) == 0 })
+	lock, leader := holdTheLane(t, env, store, lead)
 	done := make(chan answer, 1)
 	go func() { done <- doHold(store, holdOf(t, other, "other", 5, 2, 1), uuid.NewString(), "h") }()
 	select {
@@ -398,9 +400,8 @@ func TestAHoldWaitsForAGroupAtMostTheGroupWait(t *testing.T) {
 	if err := lock.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	wg.Wait()
-	if leader.err != nil || leader.status != http.StatusCreated {
-		t.Errorf("leader: %+v", leader)
+	if a := leader(); a.err != nil || a.status != http.StatusCreated {
+		t.Errorf("leader: %+v", a)
 	}
 	env.AssertInventory()
 }
@@ -418,13 +419,7 @@ func TestAHoldLeavingWhileItWaitsForAGroupLeavesNoClaim(t *testing.T) {
 	store.SetHoldLanes(1)
 	store.SetHoldGroupWait(time.Hour) // only the lane, freed by the test, sends a group
 
-	lock := lockNight(t, env, lead, 5)
-	var (
-		wg     sync.WaitGroup
-		leader answer
-	)
-	wg.Go(func() { leader = doHold(store, holdOf(t, lead, "leader", 5, 2, 1), uuid.NewString(), "h") })
-	waitUntil(t, "the leader's transaction", func() bool { return store.QueuedHoldsForTest(lead.ID, lead.RoomTypeID) == 0 })
+	lock, leader := holdTheLane(t, env, store, lead)
 
 	reqCtx, cancel := context.WithCancel(ctx)
 	left := make(chan error, 1)
@@ -445,9 +440,8 @@ func TestAHoldLeavingWhileItWaitsForAGroupLeavesNoClaim(t *testing.T) {
 	if err := lock.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	wg.Wait()
-	if leader.status != http.StatusCreated {
-		t.Errorf("leader: %+v", leader)
+	if a := leader(); a.status != http.StatusCreated {
+		t.Errorf("leader: %+v", a)
 	}
 	waitUntil(t, "the room type to be idle", func() bool { return store.QueuedHoldsForTest(other.ID, other.RoomTypeID) == -1 })
 	if a := doHold(store, holdOf(t, other, "next", 5, 2, 1), uuid.NewString(), "h"); a.err != nil || a.status != http.StatusCreated {
