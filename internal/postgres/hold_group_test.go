@@ -30,6 +30,25 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// oneLaneStore is a store of env with batching on and one lane, whose
+// groups wait at most wait for it.
+func oneLaneStore(env *bookingtest.Env, wait time.Duration) *postgres.Store {
+	store := postgres.NewStore(env.DB, "us-east", 10*time.Minute)
+	store.SetHoldBatch(64)
+	store.SetHoldLanes(1)
+	store.SetHoldGroupWait(wait)
+	return store
+}
+
+// seedHotels seeds n hotels of rooms rooms each, loaded for 30 days.
+func seedHotels(env *bookingtest.Env, n, rooms int) []bookingtest.Hotel {
+	hotels := make([]bookingtest.Hotel, n)
+	for i := range hotels {
+		hotels[i] = env.SeedHotel("", rooms, 0, bookingtest.Date(1), bookingtest.Date(30))
+	}
+	return hotels
+}
+
 // holdTheLane fills the store's only lane: a hold of lead waits in its
 // transaction for lead's night 5, locked by the returned transaction, until
 // the test commits it; leader waits for that hold's answer.
@@ -92,14 +111,8 @@ func TestSpreadHoldsGroupWhileEveryLaneIsBusy(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	env := bookingtest.Start(t, bookingtest.Options{Region: "us-east"})
-	hotels := make([]bookingtest.Hotel, 5)
-	for i := range hotels {
-		hotels[i] = env.SeedHotel("", 10, 0, bookingtest.Date(1), bookingtest.Date(30))
-	}
-	store := postgres.NewStore(env.DB, "us-east", 10*time.Minute)
-	store.SetHoldBatch(64)
-	store.SetHoldLanes(1)
-	store.SetHoldGroupWait(time.Hour) // the test lets the lane go
+	hotels := seedHotels(env, 5, 10)
+	store := oneLaneStore(env, time.Hour) // the test lets the lane go
 
 	var holds []*groupedHold
 	for i, h := range hotels[1:] {
@@ -182,11 +195,8 @@ func TestOneBadHoldInAGroupFailsAlone(t *testing.T) {
 	if _, err := postgres.NewPlacements(env.DB).MovePlacement(ctx, berth.KindHotel, foreign.ID, "eu-west"); err != nil {
 		t.Fatal(err)
 	}
-	store := postgres.NewStore(env.DB, "us-east", 10*time.Minute)
+	store := oneLaneStore(env, time.Hour) // the test lets the lane go
 	store.SetGuestLimits(berth.GuestLimits{Holds: 1, Quantity: 5})
-	store.SetHoldBatch(64)
-	store.SetHoldLanes(1)
-	store.SetHoldGroupWait(time.Hour) // the test lets the lane go
 
 	// What the bad holds meet: the one room taken, the guest's one hold
 	// made, a key answered for another request, a key answered for this one.
@@ -263,13 +273,8 @@ func TestGroupedHoldsKeepTheInvariantAndTheirOwnAnswers(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	env := bookingtest.Start(t, bookingtest.Options{Region: "us-east"})
-	hotels := make([]bookingtest.Hotel, 30)
-	for i := range hotels {
-		hotels[i] = env.SeedHotel("", 6, 0, bookingtest.Date(1), bookingtest.Date(30))
-	}
-	store := postgres.NewStore(env.DB, "us-east", 10*time.Minute)
-	store.SetHoldBatch(64)
-	store.SetHoldLanes(1)
+	hotels := seedHotels(env, 30, 6)
+	store := oneLaneStore(env, postgres.DefaultGroupWait)
 
 	const holds = 600
 	rng := rand.New(rand.NewPCG(5, 8))
@@ -343,12 +348,9 @@ func TestGroupedHoldsKeepTheInvariantAndTheirOwnAnswers(t *testing.T) {
 func TestMalformedHoldInAGroupFailsAlone(t *testing.T) {
 	t.Parallel()
 	env := bookingtest.Start(t, bookingtest.Options{Region: "us-east"})
-	lead, good, other := env.SeedHotel("", 5, 0, bookingtest.Date(1), bookingtest.Date(20)),
-		env.SeedHotel("", 5, 0, bookingtest.Date(1), bookingtest.Date(20)), env.SeedHotel("", 5, 0, bookingtest.Date(1), bookingtest.Date(20))
-	store := postgres.NewStore(env.DB, "us-east", 10*time.Minute)
-	store.SetHoldBatch(64)
-	store.SetHoldLanes(1)
-	store.SetHoldGroupWait(time.Hour) // the test lets the lane go
+	hotels := seedHotels(env, 3, 5)
+	lead, good, other := hotels[0], hotels[1], hotels[2]
+	store := oneLaneStore(env, time.Hour) // the test lets the lane go
 	bad := holdOf(t, other, "bad", 5, 1, 1)
 	bad.RoomTypeID = "not-a-uuid"
 	alone := postgres.NewStore(env.DB, "us-east", 10*time.Minute)
@@ -380,11 +382,9 @@ func TestAHoldWaitsForAGroupAtMostTheGroupWait(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	env := bookingtest.Start(t, bookingtest.Options{Region: "us-east"})
-	lead, other := env.SeedHotel("", 5, 0, bookingtest.Date(1), bookingtest.Date(20)), env.SeedHotel("", 5, 0, bookingtest.Date(1), bookingtest.Date(20))
-	store := postgres.NewStore(env.DB, "us-east", 10*time.Minute)
-	store.SetHoldBatch(64)
-	store.SetHoldLanes(1)
-	store.SetHoldGroupWait(20 * time.Millisecond)
+	hotels := seedHotels(env, 2, 5)
+	lead, other := hotels[0], hotels[1]
+	store := oneLaneStore(env, 20*time.Millisecond)
 
 	lock, leader := holdTheLane(t, env, store, lead)
 	done := make(chan answer, 1)
@@ -413,11 +413,9 @@ func TestAHoldLeavingWhileItWaitsForAGroupLeavesNoClaim(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	env := bookingtest.Start(t, bookingtest.Options{Region: "us-east"})
-	lead, other := env.SeedHotel("", 5, 0, bookingtest.Date(1), bookingtest.Date(20)), env.SeedHotel("", 5, 0, bookingtest.Date(1), bookingtest.Date(20))
-	store := postgres.NewStore(env.DB, "us-east", 10*time.Minute)
-	store.SetHoldBatch(64)
-	store.SetHoldLanes(1)
-	store.SetHoldGroupWait(time.Hour) // only the lane, freed by the test, sends a group
+	hotels := seedHotels(env, 2, 5)
+	lead, other := hotels[0], hotels[1]
+	store := oneLaneStore(env, time.Hour) // only the lane, freed by the test, sends a group
 
 	lock, leader := holdTheLane(t, env, store, lead)
 
