@@ -514,7 +514,8 @@ func TestConfigNamesTheVariable(t *testing.T) {
 		"BERTH_SHUTDOWN_TIMEOUT": "10ms", "BERTH_HTTP_ADDR": "8080",
 		"OTEL_EXPORTER_OTLP_ENDPOINT": "collector:4318", "OTEL_TRACES_SAMPLER": "sometimes",
 		"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "BERTH_GUEST_MAX_HOLDS": "0", "BERTH_GUEST_MAX_QUANTITY": "many",
-		"BERTH_HOLD_BATCH": "-1", "BERTH_DB_WARM_CONNS": "33", "BERTH_PAYMENT_PROVIDER": "", "BERTH_DEV_INTENT_SECRET": "",
+		"BERTH_HOLD_BATCH": "-1", "BERTH_HOLD_LANES": "-2", "BERTH_DB_WARM_CONNS": "33", "BERTH_PAYMENT_PROVIDER": "",
+		"BERTH_DEV_INTENT_SECRET": "",
 	} {
 		t.Setenv(v, val)
 	}
@@ -526,8 +527,8 @@ func TestConfigNamesTheVariable(t *testing.T) {
 		t.Errorf("exit code %d, want 2", cli.ExitCode(err))
 	}
 	for _, want := range []string{"BERTH_SHUTDOWN_TIMEOUT", "BERTH_HTTP_ADDR", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_TRACES_SAMPLER",
-		"OTEL_EXPORTER_OTLP_PROTOCOL", "BERTH_GUEST_MAX_HOLDS", "BERTH_GUEST_MAX_QUANTITY", "BERTH_HOLD_BATCH", "BERTH_DB_WARM_CONNS",
-		"BERTH_DEV_INTENT_SECRET"} {
+		"OTEL_EXPORTER_OTLP_PROTOCOL", "BERTH_GUEST_MAX_HOLDS", "BERTH_GUEST_MAX_QUANTITY", "BERTH_HOLD_BATCH", "BERTH_HOLD_LANES",
+		"BERTH_DB_WARM_CONNS", "BERTH_DEV_INTENT_SECRET"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not name %s:\n%v", want, err)
 		}
