@@ -26,9 +26,10 @@ import (
 // shares those: at most `lanes` hold transactions of idle room types run
 // at once; a hold of an idle room type that finds every lane busy claims
 // its room type (so that later holds of it queue behind it, as behind a
-// running transaction) and waits for the next group. When a lane frees,
-// the room types waiting go as one transaction (or as few as the rules
-// below allow), each with its first hold:
+// running transaction) and waits for the next group. When a lane frees —
+// or the first of them has waited DefaultGroupWait — the room types
+// waiting go as one transaction (or as few as the rules below allow), each
+// with its first hold:
 //
 //  1. BEGIN and every hold's takeHeldStaySQL, in (hotel, room type) order;
 //  2. every hold's recordHeldAnsweredSQL, and COMMIT
@@ -59,7 +60,7 @@ func (s *Store) SetHoldLanes(n int) { s.lanes.Store(int64(n)) }
 // HoldLanes returns the lanes of SetHoldLanes.
 func (s *Store) HoldLanes() int { return int(s.lanes.Load()) }
 
-// laneBusy reports whether a hold of an idle room type must wait for a
+// laneBusyLocked reports whether a hold of an idle room type must wait for a
 // group; s.mu is held.
 func (s *Store) laneBusyLocked() bool {
 	lanes := s.HoldLanes()
@@ -116,13 +117,14 @@ type holdGroup struct {
 }
 
 // takeGroupsLocked sends every room type waiting for a group, when a lane
-// is free or force (the group wait is over); s.mu is held. They go in as few groups as the rules allow (one
-// room type per hotel, the batch size), each taking a lane — so a hold
-// waits for a group at most until one hold transaction ends, even when
-// all that wait are room types of one hotel. A room type's first hold goes
-// with the group; holds of it that queued behind that one stay queued and
-// follow the group as the room type's next batch (nextBatch). A room type
-// whose holds all left (their requests ended) is idle again.
+// is free or force (the group wait is over); s.mu is held. They go in as
+// few groups as the rules allow (one room type per hotel, the batch size),
+// each taking a lane — so a hold waits for a group at most until one hold
+// transaction ends or the group wait is over, even when all that wait are
+// room types of one hotel. A room type's first hold goes with the group;
+// holds of it that queued behind that one stay queued and follow the group
+// as the room type's next batch (nextBatch). A room type whose holds all
+// left (their requests ended) is idle again.
 func (s *Store) takeGroupsLocked(force bool) []holdGroup {
 	if len(s.groupKeys) == 0 || (!force && s.running >= max(s.HoldLanes(), 1)) {
 		return nil
