@@ -231,9 +231,8 @@ func (s *Store) Hold(ctx context.Context, req reservation.HoldRequest, idem *ber
 func (s *Store) holdAlone(ctx context.Context, req reservation.HoldRequest, idem *berth.Idem, gen uint64) (berth.Response, error) {
 	for attempt := 0; ; attempt++ {
 		resp, got, left, err := s.hold(ctx, req, idem, gen)
-		if err == nil && s.soldOut != nil && (idem == nil || resp.Status < 300) {
-			s.soldOut.Taken(req.HotelID, req.RoomTypeID, nightsOf(req.Stay))
-			s.learnSoldOutByWin(req, left, gen)
+		if err == nil && (idem == nil || resp.Status < 300) {
+			s.learnFromWin(req, left, gen)
 		}
 		switch {
 		case errors.Is(err, errKeyTaken):
@@ -451,14 +450,19 @@ func (s *Store) holdsRunning(hotelID, key string) int {
 	return s.inflight[hotelID+"\x00"+key]
 }
 
-// learnSoldOutByWin teaches the sold-out cache the nights a winning hold
-// left without a room (left: what its take left of each night), as a
-// refusal would have: the holds of the room type queued behind the win
-// (hold_batch.go) and those arriving after it are refused without a
-// transaction, instead of each batch of them finding out in the database
-// first. gen is the hotel's generation when the hold began, so a freeing
-// commit that returned meanwhile is never undone.
-func (s *Store) learnSoldOutByWin(req reservation.HoldRequest, left []reservation.NightCount, gen uint64) {
+// learnFromWin tells the sold-out cache, if the store has one, what a
+// winning hold took, and teaches it the nights the win left without a room
+// (left: what its take left of each night), as a refusal would have: the
+// holds of the room type queued behind the win (hold_batch.go) and those
+// arriving after it are refused without a transaction, instead of each
+// batch of them finding out in the database first. gen is the hotel's
+// generation when the hold began, so a freeing commit that returned
+// meanwhile is never undone.
+func (s *Store) learnFromWin(req reservation.HoldRequest, left []reservation.NightCount, gen uint64) {
+	if s.soldOut == nil {
+		return
+	}
+	s.soldOut.Taken(req.HotelID, req.RoomTypeID, nightsOf(req.Stay))
 	var full []string
 	for _, n := range left {
 		if n.Available <= 0 {

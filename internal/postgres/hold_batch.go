@@ -83,6 +83,27 @@ func (c *holdCall) finish(resp berth.Response, err error) {
 	close(c.done)
 }
 
+// finishOnPanic, deferred by what decides calls (a batch, a group),
+// finishes every call not finished yet with the panic as its error, so
+// that none waits for ever; what names the decider.
+func finishOnPanic(what string, calls []*holdCall) {
+	p := recover()
+	if p == nil {
+		return
+	}
+	err := fmt.Errorf("%s: panic: %v", what, p)
+	for _, c := range calls {
+		select {
+		case <-c.done:
+		default:
+			c.finish(berth.Response{}, err)
+		}
+	}
+}
+
+// queueKey names a hold's room type in the store's queues.
+func queueKey(req reservation.HoldRequest) string { return req.HotelID + "\x00" + req.RoomTypeID }
+
 // holdQueue is a busy room type: a hold transaction runs, these wait.
 type holdQueue struct{ waiting []*holdCall }
 
@@ -117,7 +138,7 @@ func (s *Store) HoldBatchStats() BatchStats {
 // the room type is idle and every lane busy (hold_group.go), else with the
 // room type's next batch.
 func (s *Store) holdQueued(ctx context.Context, req reservation.HoldRequest, idem *berth.Idem, gen uint64) (berth.Response, error) {
-	key := req.HotelID + "\x00" + req.RoomTypeID
+	key := queueKey(req)
 	s.mu.Lock()
 	q, busy := s.queues[key]
 	if !busy {
@@ -191,18 +212,7 @@ func (s *Store) nextBatch(key string) {
 // where it can, alone where it must. Every call is finished exactly once,
 // also when something panics.
 func (s *Store) runBatch(calls []*holdCall) {
-	defer func() {
-		if p := recover(); p != nil {
-			err := fmt.Errorf("hold batch: panic: %v", p)
-			for _, c := range calls {
-				select {
-				case <-c.done:
-				default:
-					c.finish(berth.Response{}, err)
-				}
-			}
-		}
-	}()
+	defer finishOnPanic("hold batch", calls)
 	pending := s.refuseQueued(calls)
 	if len(pending) == 0 {
 		return

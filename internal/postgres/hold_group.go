@@ -109,12 +109,8 @@ func (s *Store) groupWaited() {
 	}
 }
 
-// holdGroup is one group's room types (hotel + room type) and their holds,
-// one per room type.
-type holdGroup struct {
-	keys  []string
-	calls []*holdCall
-}
+// holdGroup is one group's holds, each the first of its room type.
+type holdGroup struct{ calls []*holdCall }
 
 // takeGroupsLocked sends every room type waiting for a group, when a lane
 // is free or force (the group wait is over); s.mu is held. They go in as
@@ -153,13 +149,12 @@ func (s *Store) takeGroupsLocked(force bool) []holdGroup {
 				rest = append(rest, key) // another group's
 			default:
 				hotels[hotel] = true
-				g.keys = append(g.keys, key)
 				g.calls = append(g.calls, q.waiting[0])
 				q.waiting = slices.Delete(q.waiting, 0, 1)
 			}
 		}
 		keys = rest
-		if len(g.keys) > 0 {
+		if len(g.calls) > 0 {
 			s.running++
 			out = append(out, g)
 		}
@@ -173,22 +168,11 @@ func (s *Store) takeGroupsLocked(force bool) []holdGroup {
 func (s *Store) runGroup(g holdGroup) {
 	defer s.laneDone()
 	defer func() {
-		for _, key := range g.keys {
-			s.nextBatch(key)
+		for _, c := range g.calls {
+			s.nextBatch(queueKey(c.req))
 		}
 	}()
-	defer func() {
-		if p := recover(); p != nil {
-			err := fmt.Errorf("hold group: panic: %v", p)
-			for _, c := range g.calls {
-				select {
-				case <-c.done:
-				default:
-					c.finish(berth.Response{}, err)
-				}
-			}
-		}
-	}()
+	defer finishOnPanic("hold group", g.calls)
 	pending := s.refuseQueued(g.calls)
 	if len(pending) == 0 {
 		return
@@ -321,12 +305,8 @@ func (s *Store) holdGrouped(ctx context.Context, calls []*holdCall) ([]decided, 
 		return nil, err
 	}
 	// Committed: the sold-out cache learns what each hold took, as alone.
-	if s.soldOut != nil {
-		for i, d := range out {
-			req := d.call.req
-			s.soldOut.Taken(req.HotelID, req.RoomTypeID, nightsOf(req.Stay))
-			s.learnSoldOutByWin(req, lefts[i], d.call.gen)
-		}
+	for i, d := range out {
+		s.learnFromWin(d.call.req, lefts[i], d.call.gen)
 	}
 	return out, nil
 }
