@@ -288,12 +288,13 @@ func (s *Store) holdGrouped(ctx context.Context, calls []*holdCall) ([]decided, 
 		defer br.Close()
 		for _, c := range calls {
 			if _, err := br.Exec(); err != nil {
-				if c.idem != nil && (keyTaken(err) || sqlState(err) == "55P03") {
+				err = recordHeldError(c.idem, err)
+				if errors.Is(err, errKeyTaken) || berth.ErrorCode(err) == berth.CodeIdempotencyInProgress {
 					// Its key was claimed already (it replays alone) or is
 					// held by a duplicate in flight (it waits alone).
 					return &batchRedo{calls: []*holdCall{c}}
 				}
-				return fmt.Errorf("record group: %w", err)
+				return err
 			}
 		}
 		if err := br.Close(); err != nil {
