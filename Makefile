@@ -42,8 +42,8 @@ lint: ## vet and gofmt
 bench: deps ## benchmarks: HTTP paths against the same transactions as raw SQL
 	@$(ENV); export BERTH_REQUIRE_DB=1; $(GO) test -run '^$$' -bench . -benchtime 3s -benchmem ./internal/... | tee .local/bench.txt
 
-txcost: deps ## the write path's yardstick: minimal hold transaction vs the store's hold, one run, ratios
-	@$(ENV); $(GO) run ./loadtest txcost
+txcost: deps ## the write path's yardstick: minimal hold transaction vs the store's hold, one run, ratios (ROUNDS=2: the legs A B … B A, ratios averaged)
+	@$(ENV); $(GO) run ./loadtest txcost --rounds $(or $(ROUNDS),1)
 
 cpu-per-hold: deps ## CPU per hold of every process (routers, services, read model, NATS, Redis, PostgreSQL) on a platform of its own, and the ratio to the minimal transaction
 	@LAYOUT=$(LAYOUT) bash deploy/local/cpu-per-hold.sh

@@ -21,7 +21,8 @@ func txcostCmd() *cobra.Command {
 			"preliminary SELECT of the per-transaction values: 5 round trips where the store sends 2, conservative against\n" +
 			"the store) and Store.Hold in-process, with hot-partition batching off\n" +
 			"and on (\"store hold batched\") — on spread inventory and on\n" +
-			"one hot row set. Prints the rates and each leg's ratio to the minimal transaction of the same shape.",
+			"one hot row set. Prints the rates and each leg's ratio to the minimal transaction of the same shape\n" +
+			"(and round: --rounds 2 runs the legs A B … B A and averages each leg's ratios over the rounds).",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Log = cmd.ErrOrStderr()
 			rows, err := txcost.Run(cmd.Context(), dbURL, o)
@@ -42,6 +43,7 @@ func txcostCmd() *cobra.Command {
 	f.StringVar(&o.PgBench, "pgbench", "", "pgbench binary (default: PATH, then /usr/lib/postgresql/<15|16|17>/bin)")
 	f.StringSliceVar(&o.Legs, "legs", nil, "run only legs whose \"<leg> <client>\" contains one of these, e.g. pgbench,in-process")
 	f.BoolVar(&o.Keep, "keep", false, "keep the scratch database")
+	f.IntVar(&o.Rounds, "rounds", 1, "run each shape's legs this many times, every other round in reverse order (A B … B A), so that a machine whose speed drifts during the run weighs on every leg alike; ratios are taken within each round and averaged")
 	f.IntVar(&o.Batch, "batch", 64, "largest batch of the \"store hold batched\" leg (holds of one room type per transaction)")
 	return cmd
 }

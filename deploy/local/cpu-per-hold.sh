@@ -13,8 +13,11 @@
 #      After it, the events side per hold: the NATS server's messages in and
 #      out and each consumer's deliveries and acks (its monitoring endpoint),
 #      the relays' and the read model's rounds (their /metrics);
-#   2. loadtest txcost --legs "minimal pgbench" right after: the minimal hold
-#      transaction's rate on the same server, and the ratio of the two.
+#   2. loadtest txcost --legs "minimal pgbench" before step 1 and right
+#      after it: the minimal hold transaction's rate on the same server, and
+#      the ratio of the holds' rate to the mean of the two (each measured in
+#      its own scratch database, while the platform is up and idle), so that
+#      a machine whose speed drifts during the run does not favour either.
 #
 # Everything it started is stopped and the scratch database dropped on exit.
 #
@@ -59,6 +62,12 @@ platform_up
 
 cpu_pids="redis=$REDIS_PID,nats=$NATS_PID"
 for name in "${!PID_OF[@]}"; do cpu_pids+=",$name=${PID_OF[$name]}"; done
+TX0="$WORK/txcost-before.txt"
+touch "$TX0"
+if [[ "${TXCOST:-1}" != 0 ]]; then
+	log "the minimal transaction by pgbench before the holds"
+	"$BIN/loadtest" txcost --db "$ADMIN_URL" --legs "minimal pgbench" --duration "$TXCOST_DURATION" --workers "$WORKERS" | tee "$TX0"
+fi
 log "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 OUT="$WORK/baseline.txt"
 gen_prof=()
@@ -169,10 +178,13 @@ fi
 TX="$WORK/txcost.txt"
 touch "$TX"
 [[ "${TXCOST:-1}" == 0 ]] || "$BIN/loadtest" txcost --db "$ADMIN_URL" --legs "minimal pgbench" --duration "$TXCOST_DURATION" --workers "$WORKERS" | tee "$TX"
-minimal="$(awk '$1 == "minimal" && $2 == "pgbench" && $3 == "spread" { print $4; exit }' "$TX")"
+minimal_of() { awk '$1 == "minimal" && $2 == "pgbench" && $3 == "spread" { print $4; exit }' "$1"; }
+before="$(minimal_of "$TX0")"
+after="$(minimal_of "$TX")"
 log "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
-if [[ -n "$holds" && -n "$minimal" ]]; then
-	awk -v h="$holds" -v m="$minimal" 'BEGIN { printf "\nholds through the routers %.0f/s ÷ minimal transaction (pgbench, spread) %.0f/s = %.3f\n", h, m, h / m }'
+if [[ -n "$holds" && -n "$before" && -n "$after" ]]; then
+	awk -v h="$holds" -v b="$before" -v a="$after" 'BEGIN { m = (b + a) / 2
+		printf "\nholds through the routers %.0f/s ÷ minimal transaction (pgbench, spread; the mean of %.0f/s before the holds and %.0f/s after) %.0f/s = %.3f (%.3f to the one before, %.3f to the one after)\n", h, b, a, m, h / m, h / b, h / a }'
 fi
 hot="$(awk '$1 == "hold_http_hot" { print $3; exit }' "$OUT")"
 if [[ -n "$holds" && -n "$hot" ]]; then

@@ -58,15 +58,21 @@ type Options struct {
 	Keep bool // keep the scratch database
 	// Batch is the largest batch of the batched leg (Store.SetHoldBatch).
 	Batch int
-	Log   io.Writer
+	// Rounds runs each shape's legs this many times, every other round in
+	// reverse order (A B … B A), so that a machine growing slower or faster
+	// during the run moves the legs compared alike (Order). 0 and 1: once.
+	Rounds int
+	Log    io.Writer
 }
 
 // Row is one leg's result.
 type Row struct {
 	Leg, Client, Shape string
-	Ops, Failed        int64
-	Seconds            float64
-	P50Ms, P99Ms       float64
+	// Round is the round of the run the leg ran in (1, 2, …; Options.Rounds).
+	Round        int
+	Ops, Failed  int64
+	Seconds      float64
+	P50Ms, P99Ms float64
 	// FirstError is one failure's message, to tell a broken leg from a slow one.
 	FirstError string
 	// Note says how the leg differs from what it stands for.
@@ -348,10 +354,14 @@ func Run(ctx context.Context, adminURL string, o Options) ([]Row, error) {
 				return row, err
 			}},
 		}
-		for _, l := range legs {
-			if !o.wants(l.leg + " " + l.client) {
-				continue
+		var wanted []int
+		for i, l := range legs {
+			if o.wants(l.leg + " " + l.client) {
+				wanted = append(wanted, i)
 			}
+		}
+		for _, step := range Order(len(wanted), o.Rounds) {
+			l := legs[wanted[step.Leg]]
 			if ctx.Err() != nil {
 				return rows, ctx.Err()
 			}
@@ -382,7 +392,7 @@ func Run(ctx context.Context, adminURL string, o Options) ([]Row, error) {
 				return rows, fmt.Errorf("%s (%s, %s): %w", l.leg, l.client, shape, err)
 			}
 			row.BackendCPU = backends
-			row.Leg, row.Client, row.Shape = l.leg, l.client, shape
+			row.Leg, row.Client, row.Shape, row.Round = l.leg, l.client, shape, step.Round
 			o.logf("txcost: %-18s %-10s %-6s %7.0f tx/s  %4.0f µs CPU/tx (backends %.0f, client %.0f)  failed %d  load %.1f%s", row.Leg, row.Client,
 				row.Shape, row.Rate(), micros(row.CPUPerTx()), perTx(row.BackendCPU, row.Ops), perTx(row.ClientCPU, row.Ops), row.Failed,
 				cpu.LoadAverage(), row.batchNote())
@@ -393,6 +403,29 @@ func Run(ctx context.Context, adminURL string, o Options) ([]Row, error) {
 }
 
 var errSkip = errors.New("skipped")
+
+// Step is one leg's turn: the leg's index among a shape's legs and its round.
+type Step struct{ Leg, Round int }
+
+// Order is the turns of legs legs over rounds rounds: the legs in order in
+// odd rounds, in reverse in even ones (A B C, C B A, A B C, …). Over two
+// rounds every leg's mean turn is the same, so a drift of the machine's
+// speed that is linear in time weighs on every leg alike; with one round
+// the first leg (the minimal transaction) runs on the freshest machine.
+func Order(legs, rounds int) []Step {
+	rounds = max(rounds, 1)
+	out := make([]Step, 0, legs*rounds)
+	for r := 1; r <= rounds; r++ {
+		for i := range legs {
+			leg := i
+			if r%2 == 0 {
+				leg = legs - 1 - i
+			}
+			out = append(out, Step{Leg: leg, Round: r})
+		}
+	}
+	return out
+}
 
 func (o Options) wants(leg string) bool {
 	if len(o.Legs) == 0 {
@@ -551,57 +584,140 @@ func findPgBench(flag string) string {
 // Print writes the table: every leg's rate, and its ratio to the minimal
 // transaction of the same shape, run by pgbench and by the Go driver.
 func Print(w io.Writer, o Options, rows []Row) {
+	rounds := max(o.Rounds, 1)
 	fmt.Fprintf(w, "\ntxcost: %d workers, %s per leg, %d-night holds; spread = %d hotels × %d room types × %d nights, hot = the same %d nights of one room type\n",
 		o.Workers, o.Duration, o.Stay, o.Hotels, o.RoomTypes, o.Nights, o.Stay)
-	base := map[string]float64{}
-	for _, r := range rows {
-		if r.Leg == LegMinimal {
-			base[r.Client+"/"+r.Shape] = r.Rate()
-		}
-	}
-	ratio := func(r Row, client string) string {
-		b := base[client+"/"+r.Shape]
-		if b == 0 {
-			return "—"
-		}
-		return fmt.Sprintf("%.2f", r.Rate()/b)
-	}
-	// The CPU ratio is oriented as the rate's: the minimal transaction's
-	// CPU per transaction over the leg's (above 1: the leg is cheaper).
-	cpuRatio := func(r Row) string {
-		for _, m := range rows {
-			if m.Leg == LegMinimal && m.Client == "pgbench" && m.Shape == r.Shape && r.CPUPerTx() > 0 {
-				return fmt.Sprintf("%.2f", float64(m.CPUPerTx())/float64(r.CPUPerTx()))
-			}
-		}
-		return "—"
+	if rounds > 1 {
+		fmt.Fprintf(w, "%d rounds, every other one in reverse order; each ratio is to the minimal transaction of its own round\n", rounds)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "leg\tclient\tshape\ttx/s\tfailed\tp50 ms\tp99 ms\t÷ minimal (pgbench)\t÷ minimal (pgx)\tµs CPU/tx\t÷ minimal by CPU (pgbench)\t")
+	round := ""
+	if rounds > 1 {
+		round = "round\t"
+	}
+	fmt.Fprintln(tw, round+"leg\tclient\tshape\ttx/s\tfailed\tp50 ms\tp99 ms\t÷ minimal (pgbench)\t÷ minimal (pgx)\tµs CPU/tx\t÷ minimal by CPU (pgbench)\t")
 	for _, r := range rows {
 		p50, p99 := fmt.Sprintf("%.2f", r.P50Ms), fmt.Sprintf("%.2f", r.P99Ms)
 		if r.Client == "pgbench" {
 			p50, p99 = fmt.Sprintf("(mean %.2f)", r.P50Ms), "—"
 		}
+		if rounds > 1 {
+			fmt.Fprintf(tw, "%d\t", r.Round)
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%d\t%s\t%s\t%s\t%s\t%.0f\t%s\t\n", r.Leg, r.Client, r.Shape, r.Rate(), r.Failed, p50, p99,
-			ratio(r, "pgbench"), ratio(r, "pgx"), micros(r.CPUPerTx()), cpuRatio(r))
+			ratioText(rateRatio(rows, r, "pgbench")), ratioText(rateRatio(rows, r, "pgx")), micros(r.CPUPerTx()), ratioText(cpuRatio(rows, r)))
 	}
 	tw.Flush()
+	if rounds > 1 {
+		printRounds(w, rows)
+	}
 	for _, r := range rows {
 		if note := r.batchNote(); note != "" {
-			fmt.Fprintf(w, "%s (%s, %s):%s\n", r.Leg, r.Client, r.Shape, note)
+			fmt.Fprintf(w, "%s (%s, %s%s):%s\n", r.Leg, r.Client, r.Shape, roundOf(rounds, r), note)
 		}
 	}
 	for _, r := range rows {
-		if r.Note != "" {
+		if r.Note != "" && r.Round <= 1 {
 			fmt.Fprintf(w, "%s (%s, %s): %s\n", r.Leg, r.Client, r.Shape, r.Note)
 		}
 	}
 	for _, r := range rows {
 		if r.FirstError != "" {
-			fmt.Fprintf(w, "%s (%s, %s): first failure: %s\n", r.Leg, r.Client, r.Shape, r.FirstError)
+			fmt.Fprintf(w, "%s (%s, %s%s): first failure: %s\n", r.Leg, r.Client, r.Shape, roundOf(rounds, r), r.FirstError)
 		}
 	}
+}
+
+// roundOf names r's round in a note when the run had several.
+func roundOf(rounds int, r Row) string {
+	if rounds <= 1 {
+		return ""
+	}
+	return fmt.Sprintf(", round %d", r.Round)
+}
+
+// minimalOf is the minimal transaction's row by client of r's shape and
+// round.
+func minimalOf(rows []Row, r Row, client string) (Row, bool) {
+	for _, m := range rows {
+		if m.Leg == LegMinimal && m.Client == client && m.Shape == r.Shape && m.Round == r.Round {
+			return m, true
+		}
+	}
+	return Row{}, false
+}
+
+// rateRatio is r's rate over the minimal transaction's by client, same
+// shape and round (0: none to compare with).
+func rateRatio(rows []Row, r Row, client string) float64 {
+	m, ok := minimalOf(rows, r, client)
+	if !ok || m.Rate() == 0 {
+		return 0
+	}
+	return r.Rate() / m.Rate()
+}
+
+// cpuRatio is oriented as the rate's: the minimal transaction's (pgbench)
+// CPU per transaction over r's, same shape and round (above 1: r is
+// cheaper; 0: none to compare with).
+func cpuRatio(rows []Row, r Row) float64 {
+	m, ok := minimalOf(rows, r, "pgbench")
+	if !ok || r.CPUPerTx() == 0 {
+		return 0
+	}
+	return float64(m.CPUPerTx()) / float64(r.CPUPerTx())
+}
+
+func ratioText(x float64) string {
+	if x == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f", x)
+}
+
+// printRounds sums up a run of several rounds: per leg, its mean rate,
+// and its ratios to the minimal transaction (pgbench) round by round and
+// their mean.
+func printRounds(w io.Writer, rows []Row) {
+	type key struct{ leg, client, shape string }
+	var order []key
+	by := map[key][]Row{}
+	for _, r := range rows {
+		k := key{r.Leg, r.Client, r.Shape}
+		if _, seen := by[k]; !seen {
+			order = append(order, k)
+		}
+		by[k] = append(by[k], r)
+	}
+	fmt.Fprintln(w, "\nover the rounds:")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "leg\tclient\tshape\tmean tx/s\t÷ minimal (pgbench), each round\tmean\t÷ minimal by CPU, each round\tmean\t")
+	for _, k := range order {
+		var (
+			rate            float64
+			rates, cpus     []string
+			sumRate, sumCPU float64
+			nRate, nCPU     int
+		)
+		for _, r := range by[k] {
+			rate += r.Rate() / float64(len(by[k]))
+			if x := rateRatio(rows, r, "pgbench"); x > 0 {
+				rates, sumRate, nRate = append(rates, ratioText(x)), sumRate+x, nRate+1
+			}
+			if x := cpuRatio(rows, r); x > 0 {
+				cpus, sumCPU, nCPU = append(cpus, ratioText(x)), sumCPU+x, nCPU+1
+			}
+		}
+		mean := func(sum float64, n int) string {
+			if n == 0 {
+				return "—"
+			}
+			return ratioText(sum / float64(n))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%s\t%s\t%s\t%s\t\n", k.leg, k.client, k.shape, rate,
+			strings.Join(rates, ", "), mean(sumRate, nRate), strings.Join(cpus, ", "), mean(sumCPU, nCPU))
+	}
+	tw.Flush()
 }
 
 func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }

@@ -1,8 +1,10 @@
 package txcost
 
 import (
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 var minimalBound = map[string]bool{"h": true, "t": true, "d": true, "n": true}
@@ -35,5 +37,65 @@ func TestPgbenchScriptNamesEveryArgument(t *testing.T) {
 	}
 	if _, err := pgbenchScript(minimalScript(false), "", "", map[string]bool{"h": true, "t": true, "d": true}); err == nil {
 		t.Error("an argument bound by nothing (n) rendered without error")
+	}
+}
+
+// Rounds alternate the legs' order, so that every leg's mean turn is the
+// same over two rounds.
+func TestOrderRunsEveryOtherRoundBackwards(t *testing.T) {
+	t.Parallel()
+	got := Order(3, 3)
+	want := []Step{{0, 1}, {1, 1}, {2, 1}, {2, 2}, {1, 2}, {0, 2}, {0, 3}, {1, 3}, {2, 3}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("Order(3, 3) = %v, want %v", got, want)
+	}
+	for _, rounds := range []int{0, 1} {
+		if got := Order(2, rounds); !slices.Equal(got, []Step{{0, 1}, {1, 1}}) {
+			t.Errorf("Order(2, %d) = %v, want the legs once, in order", rounds, got)
+		}
+	}
+	turns := map[int]int{}
+	for i, s := range Order(4, 2) {
+		turns[s.Leg] += i
+	}
+	for leg, sum := range turns {
+		if sum != turns[0] {
+			t.Errorf("over two rounds leg %d's turns sum to %d, leg 0's to %d", leg, sum, turns[0])
+		}
+	}
+}
+
+// Each ratio is taken against the minimal transaction of the leg's own
+// round, and the summary averages them.
+func TestPrintTakesEachRatioWithinItsRound(t *testing.T) {
+	t.Parallel()
+	row := func(leg, client string, round int, ops int64, cpu time.Duration) Row {
+		return Row{Leg: leg, Client: client, Shape: "spread", Round: round, Ops: ops, Seconds: 1, BackendCPU: cpu}
+	}
+	rows := []Row{
+		row(LegMinimal, "pgbench", 1, 1000, 300*time.Millisecond),
+		row(LegStoreBatched, "in-process", 1, 800, 300*time.Millisecond),
+		// The machine at half speed in round 2: both legs alike.
+		row(LegStoreBatched, "in-process", 2, 300, 300*time.Millisecond),
+		row(LegMinimal, "pgbench", 2, 500, 300*time.Millisecond),
+	}
+	var b strings.Builder
+	Print(&b, Options{Workers: 16, Duration: time.Second, Stay: 3, Rounds: 2}, rows)
+	out := b.String()
+	if got := rateRatio(rows, rows[2], "pgbench"); got != 0.6 {
+		t.Errorf("round 2's ratio = %v, want 300/500 = 0.6 (its own round's minimal)", got)
+	}
+	var summary string
+	for line := range strings.Lines(out[strings.Index(out, "over the rounds:"):]) {
+		if strings.Contains(line, LegStoreBatched) {
+			summary = line
+		}
+	}
+	// Rates 800 and 300 (mean 550); ratios 0.80 and 0.60 (mean 0.70); CPU
+	// per tx 375 and 1,000 µs against 300 and 600: 0.80 and 0.60.
+	for _, want := range []string{" 550 ", "0.80, 0.60", "0.70"} {
+		if !strings.Contains(summary, want) {
+			t.Errorf("summary line %q lacks %q; whole output:\n%s", summary, want, out)
+		}
 	}
 }
