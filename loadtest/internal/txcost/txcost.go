@@ -407,8 +407,8 @@ var errSkip = errors.New("skipped")
 // Step is one leg's turn: the leg's index among a shape's legs and its round.
 type Step struct{ Leg, Round int }
 
-// Order is the turns of legs legs over rounds rounds: the legs in order in
-// odd rounds, in reverse in even ones (A B C, C B A, A B C, …). Over two
+// Order returns the turns of a shape's legs over the run's rounds: the legs
+// in order in odd rounds, in reverse in even ones (A B C, C B A, A B C, …). Over two
 // rounds every leg's mean turn is the same, so a drift of the machine's
 // speed that is linear in time weighs on every leg alike; with one round
 // the first leg (the minimal transaction) runs on the freshest machine.
