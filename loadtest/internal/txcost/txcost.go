@@ -205,6 +205,9 @@ func Run(ctx context.Context, adminURL string, o Options) ([]Row, error) {
 	if o.Stay < 1 || o.Nights < o.Stay+10 {
 		return nil, fmt.Errorf("--stay %d with --nights %d: want 1 ≤ stay and nights ≥ stay + 10", o.Stay, o.Nights)
 	}
+	if o.Rounds < 0 {
+		return nil, fmt.Errorf("--rounds %d: want 1 or more (0 runs once)", o.Rounds)
+	}
 	u, err := url.Parse(adminURL)
 	if err != nil {
 		return nil, fmt.Errorf("database url: %w", err)

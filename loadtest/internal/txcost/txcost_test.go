@@ -99,3 +99,12 @@ func TestPrintTakesEachRatioWithinItsRound(t *testing.T) {
 		}
 	}
 }
+
+// A negative --rounds is refused before anything is created.
+func TestRunRefusesNegativeRounds(t *testing.T) {
+	t.Parallel()
+	_, err := Run(t.Context(), "postgres://127.0.0.1:1/none", Options{Stay: 3, Nights: 30, Rounds: -1})
+	if err == nil || !strings.Contains(err.Error(), "--rounds -1") {
+		t.Fatalf("Run with --rounds -1: %v, want the flag named", err)
+	}
+}
