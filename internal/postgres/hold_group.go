@@ -215,24 +215,29 @@ func (s *Store) runGroup(g holdGroup) {
 		group = nil
 	}
 	alone = append(group, alone...) // a group of one is a hold alone
-	if len(alone) == 1 {
-		c := alone[0]
-		c.finish(s.holdAlone(c.ctx, c.req, c.idem, c.gen))
+	if len(alone) == 0 {
 		return
 	}
-	// Each of another room type: they need not wait for each other.
+	// Each of another room type: they need not wait for each other. The
+	// first runs in this goroutine, the others in their own.
 	var wg sync.WaitGroup
-	for _, c := range alone {
-		wg.Go(func() {
-			defer func() {
-				if p := recover(); p != nil {
-					c.finish(berth.Response{}, fmt.Errorf("hold: panic: %v", p))
-				}
-			}()
-			c.finish(s.holdAlone(c.ctx, c.req, c.idem, c.gen))
-		})
+	for _, c := range alone[1:] {
+		wg.Go(func() { s.finishAlone(c) })
 	}
+	s.finishAlone(alone[0])
 	wg.Wait()
+}
+
+// finishAlone decides c in a transaction of its own and finishes it, also
+// when that panics: in a goroutine of its own, a panic is beyond the
+// group's finishOnPanic.
+func (s *Store) finishAlone(c *holdCall) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.finish(berth.Response{}, fmt.Errorf("hold: panic: %v", p))
+		}
+	}()
+	c.finish(s.holdAlone(c.ctx, c.req, c.idem, c.gen))
 }
 
 // holdGrouped runs calls (each of another hotel) in one transaction of two
