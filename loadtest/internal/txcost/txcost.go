@@ -60,7 +60,7 @@ type Options struct {
 	Batch int
 	// Rounds runs each shape's legs this many times, every other round in
 	// reverse order (A B … B A), so that a machine growing slower or faster
-	// during the run moves the legs compared alike (Order). 0 and 1: once.
+	// during the run moves the legs compared alike (order). 0 and 1: once.
 	Rounds int
 	Log    io.Writer
 }
@@ -363,8 +363,8 @@ func Run(ctx context.Context, adminURL string, o Options) ([]Row, error) {
 				wanted = append(wanted, i)
 			}
 		}
-		for _, step := range Order(len(wanted), o.Rounds) {
-			l := legs[wanted[step.Leg]]
+		for _, turn := range order(len(wanted), o.Rounds) {
+			l := legs[wanted[turn.Leg]]
 			if ctx.Err() != nil {
 				return rows, ctx.Err()
 			}
@@ -395,7 +395,7 @@ func Run(ctx context.Context, adminURL string, o Options) ([]Row, error) {
 				return rows, fmt.Errorf("%s (%s, %s): %w", l.leg, l.client, shape, err)
 			}
 			row.BackendCPU = backends
-			row.Leg, row.Client, row.Shape, row.Round = l.leg, l.client, shape, step.Round
+			row.Leg, row.Client, row.Shape, row.Round = l.leg, l.client, shape, turn.Round
 			o.logf("txcost: %-18s %-10s %-6s %7.0f tx/s  %4.0f µs CPU/tx (backends %.0f, client %.0f)  failed %d  load %.1f%s", row.Leg, row.Client,
 				row.Shape, row.Rate(), micros(row.CPUPerTx()), perTx(row.BackendCPU, row.Ops), perTx(row.ClientCPU, row.Ops), row.Failed,
 				cpu.LoadAverage(), row.batchNote())
@@ -407,24 +407,24 @@ func Run(ctx context.Context, adminURL string, o Options) ([]Row, error) {
 
 var errSkip = errors.New("skipped")
 
-// Step is one leg's turn: the leg's index among a shape's legs and its round.
-type Step struct{ Leg, Round int }
+// step is one leg's turn: the leg's index among a shape's legs and its round.
+type step struct{ Leg, Round int }
 
-// Order returns the turns of a shape's legs over the run's rounds: the legs
+// order returns the turns of a shape's legs over the run's rounds: the legs
 // in order in odd rounds, in reverse in even ones (A B C, C B A, A B C, …). Over two
 // rounds every leg's mean turn is the same, so a drift of the machine's
 // speed that is linear in time weighs on every leg alike; with one round
 // the first leg (the minimal transaction) runs on the freshest machine.
-func Order(legs, rounds int) []Step {
+func order(legs, rounds int) []step {
 	rounds = max(rounds, 1)
-	out := make([]Step, 0, legs*rounds)
+	out := make([]step, 0, legs*rounds)
 	for r := 1; r <= rounds; r++ {
 		for i := range legs {
 			leg := i
 			if r%2 == 0 {
 				leg = legs - 1 - i
 			}
-			out = append(out, Step{Leg: leg, Round: r})
+			out = append(out, step{Leg: leg, Round: r})
 		}
 	}
 	return out

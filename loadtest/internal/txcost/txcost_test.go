@@ -44,18 +44,18 @@ func TestPgbenchScriptNamesEveryArgument(t *testing.T) {
 // same over two rounds.
 func TestOrderRunsEveryOtherRoundBackwards(t *testing.T) {
 	t.Parallel()
-	got := Order(3, 3)
-	want := []Step{{0, 1}, {1, 1}, {2, 1}, {2, 2}, {1, 2}, {0, 2}, {0, 3}, {1, 3}, {2, 3}}
+	got := order(3, 3)
+	want := []step{{0, 1}, {1, 1}, {2, 1}, {2, 2}, {1, 2}, {0, 2}, {0, 3}, {1, 3}, {2, 3}}
 	if !slices.Equal(got, want) {
-		t.Fatalf("Order(3, 3) = %v, want %v", got, want)
+		t.Fatalf("order(3, 3) = %v, want %v", got, want)
 	}
 	for _, rounds := range []int{0, 1} {
-		if got := Order(2, rounds); !slices.Equal(got, []Step{{0, 1}, {1, 1}}) {
-			t.Errorf("Order(2, %d) = %v, want the legs once, in order", rounds, got)
+		if got := order(2, rounds); !slices.Equal(got, []step{{0, 1}, {1, 1}}) {
+			t.Errorf("order(2, %d) = %v, want the legs once, in order", rounds, got)
 		}
 	}
 	turns := map[int]int{}
-	for i, s := range Order(4, 2) {
+	for i, s := range order(4, 2) {
 		turns[s.Leg] += i
 	}
 	for leg, sum := range turns {
