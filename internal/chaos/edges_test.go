@@ -593,21 +593,26 @@ func (e *edges) audit(faults []faultResult) edgeReport {
 	add("a ticket keeps its position while its queue lives", len(moved) == 0, fmt.Sprintf("moved: %v", first(moved, 3)))
 
 	// First come, first served: a ticket answered before another was asked
-	// for has the lower position — unless the flush lost the queue between them.
-	var flush time.Time
+	// for has the lower position — unless the flush lost the queue between
+	// them. The flush took effect at some instant between its injection
+	// began and returned (dialling Redis, FLUSHALL; a fault without a heal is
+	// "healed" as its injection returns), not at the injection's start: a
+	// ticket whose request overlaps that span may have been answered by
+	// either queue, and is compared with none.
+	var flushFrom, flushTo time.Time
 	for _, f := range faults {
 		if f.Name == "redis-flush" {
-			flush = f.Injected
+			flushFrom, flushTo = f.Injected, f.Healed
 		}
 	}
 	side := func(tk *ticketRec) int {
 		switch {
-		case flush.IsZero() || tk.End.Before(flush):
+		case flushFrom.IsZero() || tk.End.Before(flushFrom):
 			return 0
-		case tk.Start.After(flush):
+		case tk.Start.After(flushTo):
 			return 1
 		}
-		return -1 // asked before the flush, answered after it
+		return -1 // its request overlaps the flush
 	}
 	var pairs, inversions int
 	var inv []string
