@@ -46,6 +46,9 @@ func (n *Notifications) Queue(ctx context.Context, guestID string, msgs []Notifi
 	})
 }
 
+// claimTimeout bounds a claim statement, which its caller cannot cancel.
+const claimTimeout = 30 * time.Second
+
 // claimSQL moves due messages to 'sending' in one autocommitted statement:
 // once it returns, no other dispatcher will send them — at most once.
 const claimSQL = `
@@ -60,7 +63,18 @@ RETURNING message_key, channel, template, recipient, subject, body, attempts`
 // Claim claims up to limit due messages. The claim is committed when it
 // returns: the caller must record every claimed message's outcome (Sent or
 // Retry), or it stays in 'sending'.
+//
+// The statement commits on the server as it ends, so a caller's context
+// ending while it runs (a shutdown) could leave the client with an error
+// and the server with rows claimed for no one. Once sent, the statement
+// runs to its end under a context of its own (claimTimeout), and its rows
+// are always returned; an ended context only keeps a claim from starting.
 func (n *Notifications) Claim(ctx context.Context, limit int) ([]ClaimedNotification, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("claim notifications: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
+	defer cancel()
 	rows, err := n.db.pool.Query(ctx, claimSQL, limit)
 	if err != nil {
 		return nil, fmt.Errorf("claim notifications: %w", err)
