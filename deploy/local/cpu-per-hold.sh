@@ -180,9 +180,11 @@ fi
 TX="$WORK/txcost.txt"
 touch "$TX"
 [[ "${TXCOST:-1}" == 0 ]] || "$BIN/loadtest" txcost --db "$ADMIN_URL" --legs "minimal pgbench" --duration "$TXCOST_DURATION" --workers "$WORKERS" | tee "$TX"
-minimal_of() { awk '$1 == "minimal" && $2 == "pgbench" && $3 == "spread" { print $4; exit }' "$1"; }
-before="$(minimal_of "$TX0")"
-after="$(minimal_of "$TX")"
+# The minimal transaction's row of a txcost table: "<tx/s> <µs CPU/tx>"
+# (its fourth and next-to-last columns).
+minimal_of() { awk '$1 == "minimal" && $2 == "pgbench" && $3 == "spread" { print $4, $(NF - 1); exit }' "$1"; }
+read -r before cpu_before < <(minimal_of "$TX0") || true
+read -r after cpu_after < <(minimal_of "$TX") || true
 log "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 if [[ -n "$holds" && -n "$before" && -n "$after" ]]; then
 	awk -v h="$holds" -v b="$before" -v a="$after" 'BEGIN { m = (b + a) / 2
@@ -195,17 +197,13 @@ fi
 awk -v layout="$LAYOUT" '$1 == "total" { printf "CPU per hold, all processes (layout %s): %s ms\n", layout, $3; exit }' "$OUT"
 # Issue 17's aim sums the platform's processes (services, read model, NATS,
 # Redis, PostgreSQL); the load generator is the client, shown apart.
-awk '$1 == "platform" && $2 == "(all" { printf "CPU per hold, the platform without the load generator: %s ms\n", $NF; exit }' "$OUT"
+platform_ms="$(awk '$1 == "platform" && $2 == "(all" { print $NF; exit }' "$OUT")"
+[[ -z "$platform_ms" ]] || echo "CPU per hold, the platform without the load generator: $platform_ms ms"
 # The same as a ratio to the yardstick of the same run: the minimal
 # transaction's CPU (its backends and pgbench) per transaction, the mean of
 # before and after. The machine's speed per CPU-second moves every process
 # together from one run to the next (docs/PERFORMANCE.md), and the
 # yardstick with them; issue 17's 1.5 ms was set against ≈ 0.33 ms for it.
-# (The table's row of the leg: its next-to-last column is µs CPU/tx.)
-minimal_cpu_of() { awk '$1 == "minimal" && $2 == "pgbench" && $3 == "spread" { print $(NF - 1); exit }' "$1"; }
-cpu_before="$(minimal_cpu_of "$TX0")"
-cpu_after="$(minimal_cpu_of "$TX")"
-platform_ms="$(awk '$1 == "platform" && $2 == "(all" { print $NF; exit }' "$OUT")"
 if [[ -n "$platform_ms" && -n "$cpu_before" && -n "$cpu_after" ]]; then
 	awk -v p="$platform_ms" -v b="$cpu_before" -v a="$cpu_after" 'BEGIN { m = (b + a) / 2
 		printf "CPU per hold, the platform ÷ the minimal transaction'"'"'s CPU per transaction (pgbench, spread; the mean of %.0f µs before the holds and %.0f µs after) %.0f µs = %.2f × (issue 17: 1.5 ms against ≈ 0.33 ms, 4.5 ×)\n", b, a, m, p * 1000 / m }'

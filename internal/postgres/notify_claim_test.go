@@ -10,6 +10,7 @@ import (
 
 	"github.com/berthhq/berth/internal/dbtest"
 	"github.com/berthhq/berth/internal/postgres"
+	"github.com/jackc/pgx/v5"
 )
 
 // A claim commits on the server as its statement ends. A caller whose
@@ -51,20 +52,16 @@ func TestClaimCancelledLeavesNoRowClaimedUnreturned(t *testing.T) {
 		for _, c := range got {
 			returned[c.Key] = true
 		}
-		rows, err := sql.Query(bg, `SELECT message_key FROM notify_messages WHERE status = 'sending'`)
+		rows, _ := sql.Query(bg, `SELECT message_key FROM notify_messages WHERE status = 'sending'`)
+		sending, err := pgx.CollectRows(rows, pgx.RowTo[string])
 		if err != nil {
 			t.Fatal(err)
 		}
-		for rows.Next() {
-			var k string
-			if err := rows.Scan(&k); err != nil {
-				t.Fatal(err)
-			}
+		for _, k := range sending {
 			if !returned[k] {
 				t.Errorf("round %d: %s left in 'sending', not returned by the claim (claim error: %v)", i, k, claimErr)
 			}
 		}
-		rows.Close()
 		// What the claim returned is recorded, as Dispatch does.
 		for k := range returned {
 			if err := q.Sent(bg, k, "email"); err != nil {
