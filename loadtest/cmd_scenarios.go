@@ -84,6 +84,8 @@ func flashSaleCmd() *cobra.Command {
 	cmd.Flags().IntVar(&o.Clients, "clients", 1000, "N: clients racing")
 	cmd.Flags().IntVar(&o.Rooms, "rooms", 1, "K: rooms left")
 	cmd.Flags().StringVar(&o.Region, "home-region", "", "home region of the hotel (default: the first region)")
+	cmd.Flags().BoolVar(&o.Connected, "connected", false,
+		"clients are on the sale's page when it opens: each region's clients (up to --workers) load the room's availability first, and their holds re-use those connections")
 	return cmd
 }
 

@@ -362,3 +362,12 @@ func readBody(resp *http.Response) ([]byte, error) {
 
 // Close releases idle connections.
 func (c *Client) Close() { c.HTTP.CloseIdleConnections() }
+
+// Dials is how many connections the client has opened to http:// targets
+// so far (0 when its transport is not the generator's).
+func (c *Client) Dials() uint64 {
+	if t, ok := c.do.Transport.(*Transport); ok {
+		return t.Dials()
+	}
+	return 0
+}

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -56,6 +57,8 @@ type Transport struct {
 
 	mu   sync.Mutex
 	idle map[string][]*conn
+	// dials counts the connections opened (Dials).
+	dials atomic.Uint64
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
@@ -121,8 +124,12 @@ func (t *Transport) dial(ctx context.Context, addr string) (*conn, bool, error) 
 	if err != nil {
 		return nil, false, err
 	}
+	t.dials.Add(1)
 	return &conn{nc: nc, br: bufio.NewReader(nc), bw: bufio.NewWriter(nc)}, false, nil
 }
+
+// Dials is how many connections the transport has opened so far.
+func (t *Transport) Dials() uint64 { return t.dials.Load() }
 
 // put returns a connection whose answer was read to the end to the pool.
 // The pool is a stack (the most recently used on top, so a closed loop keeps
@@ -189,6 +196,15 @@ func replayable(req *http.Request) bool {
 	return req.Header.Get("Idempotency-Key") != "" || req.Header.Get("X-Idempotency-Key") != ""
 }
 
+type newConnKey struct{}
+
+// OnNewConnection marks a request context: the Transport sends it on a
+// connection it opens for it, not an idle one, and keeps that connection
+// idle afterwards like any other — a client opening its own connection.
+func OnNewConnection(ctx context.Context) context.Context {
+	return context.WithValue(ctx, newConnKey{}, true)
+}
+
 // RoundTrip sends req and returns its answer, whose body must be closed.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.URL.Scheme != "http" {
@@ -208,7 +224,16 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		r2.Header.Set("Accept-Encoding", "gzip")
 		req, addedGzip = &r2, true
 	}
-	c, reused, err := t.get(ctx, addr)
+	var (
+		c      *conn
+		reused bool
+		err    error
+	)
+	if ctx.Value(newConnKey{}) != nil {
+		c, reused, err = t.dial(ctx, addr)
+	} else {
+		c, reused, err = t.get(ctx, addr)
+	}
 	if err != nil {
 		return nil, err
 	}

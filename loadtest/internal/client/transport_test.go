@@ -396,3 +396,41 @@ func TestTransportPutClosesStaleIdleConnections(t *testing.T) {
 		t.Errorf("past MaxIdlePerHost: %d idle, the extra one closed %v", len(tr.idle["h:80"]), closed(peerB))
 	}
 }
+
+// TestTransportOnNewConnection: a request marked OnNewConnection is sent on
+// a connection opened for it even when one is idle, and that connection is
+// kept idle after it, so n such requests one after the other leave n open
+// connections that unmarked requests then re-use; Dials counts them.
+func TestTransportOnNewConnection(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	conns := countConns(srv)
+	defer srv.Close()
+	tg, _ := ParseTargets("us-east=" + srv.URL)
+	c, err := New(tg, "0123456789abcdef0123456789abcdef", "", "", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for range 5 {
+		if _, err := c.Do(OnNewConnection(context.Background()), Request{Method: http.MethodGet, Path: "/"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, d := conns.Load(), c.Dials(); n != 5 || d != 5 {
+		t.Fatalf("%d connections accepted, %d dialled after 5 marked requests in turn, want 5 and 5", n, d)
+	}
+	// Five unmarked requests in flight together find the five open.
+	var wg sync.WaitGroup
+	for range 5 {
+		wg.Go(func() {
+			if _, err := c.Do(context.Background(), Request{Method: http.MethodGet, Path: "/"}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if n, d := conns.Load(), c.Dials(); n != 5 || d != 5 {
+		t.Errorf("%d connections accepted, %d dialled after 5 more requests, want still 5 and 5", n, d)
+	}
+}

@@ -45,6 +45,10 @@ type ClinicOpening struct {
 	// prefixed with the model ("shipped:hold"), so one report holds the
 	// before and the after. Empty: PatientModels.
 	Models []string
+	// Connected: every patient is on the booking page when the day opens,
+	// having loaded the first doctor's slots over a kept-alive connection
+	// that its hold then re-uses (FlashSale.Connected).
+	Connected bool
 }
 
 type slot struct {
@@ -159,6 +163,15 @@ func (e *Env) RunClinicOpening(ctx context.Context, o ClinicOpening) (*report.Re
 		e.logf("clinic-opening: %s patients: clinic %s, %d doctors, %d slots on %s, %d patients",
 			model, cl.id, len(cl.doctors), cl.total, date.Format(time.DateOnly), o.Patients)
 		ledger.Touch("clinic", cl.id)
+		if o.Connected {
+			start := time.Now()
+			page := "/v1/clinics/" + cl.id + "/doctors/" + cl.doctors[0] + "/slots?date=" + date.Format(time.DateOnly)
+			if err := e.connectClients(ctx, page, o.Patients, o.Load.Workers); err != nil {
+				return nil, fmt.Errorf("the booking page: %w", err)
+			}
+			r.Figures[model+"_page_ms"] = float64(time.Since(start).Microseconds()) / 1000
+		}
+		dials := e.Client.Dials()
 		rec := engine.NewRecorder()
 		var booked atomic.Int64
 		stopWaits := e.sampleLockWaits(ctx)
@@ -167,6 +180,7 @@ func (e *Env) RunClinicOpening(ctx context.Context, o ClinicOpening) (*report.Re
 		if share, ok := stopWaits(); ok {
 			r.Figures[model+"_lock_wait_share"] = share
 		}
+		r.Figures[model+"_dials"] = float64(e.Client.Dials() - dials)
 		n, total := booked.Load(), int64(cl.total)
 		r.Figures[model+"_booked"], r.Figures[model+"_fill_ratio"] = float64(n), float64(n)/float64(max(total, 1))
 		r.Figures["slots"], r.Figures["booked"], r.Figures["fill_ratio"] = float64(total), float64(n), float64(n)/float64(max(total, 1))

@@ -49,3 +49,34 @@ func TestClinicOpeningEndToEnd(t *testing.T) {
 		t.Errorf("no appointment audit ran: %+v", r.Checks)
 	}
 }
+
+// With --connected the patients' connections are open before the day opens
+// (the booking page's reads of the first doctor's slots, up to the
+// workers) and their holds re-use them: the opening dials none.
+func TestClinicOpeningConnectedPatientsReuseThePageConnections(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end")
+	}
+	e := startEnvWith(t, bookingtest.Options{Configure: func(cfg *httpapi.Config, st *postgres.Store) {
+		cfg.Clinics = postgres.NewClinicStore(st, 0)
+	}})
+	r, err := e.RunClinicOpening(context.Background(), ClinicOpening{Doctors: 2, Patients: 60, Models: []string{"window"},
+		Connected: true, Load: Load{Rate: 300, Workers: 8}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := r.Figures["window_page_ms"]; !ok {
+		t.Errorf("no window_page_ms figure: %v", r.Figures)
+	}
+	if got := r.Figures["window_dials"]; got != 0 {
+		t.Errorf("the opening dialled %v connection(s), want 0: the page's were open", got)
+	}
+	if r.Figures["window_booked"] != 48 {
+		t.Errorf("booked %v, want all 48 slots", r.Figures["window_booked"])
+	}
+	for _, c := range r.Checks {
+		if !c.OK && !c.Skipped {
+			t.Errorf("check %s failed: %s", c.Name, c.Detail)
+		}
+	}
+}

@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/berthhq/berth/internal/postgres"
@@ -107,4 +109,47 @@ func shortID(s string) string {
 		return s[:i]
 	}
 	return s
+}
+
+// connectClients opens the connections clients hold while they wait on a
+// page before a rush (a flash sale's, a clinic's 07:00 opening): through
+// every region's entry point, one per client entering there (clients go
+// round-robin over the regions), up to the requests the rush can have in
+// flight (workers), each by one read of page sent on a connection of its
+// own (client.OnNewConnection), which the generator's transport then keeps
+// idle for the rush. Every read must answer 200.
+func (e *Env) connectClients(ctx context.Context, page string, clients, workers int) error {
+	regions := e.Client.Targets.Regions
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	for k, region := range regions {
+		n := clients / len(regions)
+		if k < clients%len(regions) {
+			n++
+		}
+		if workers > 0 {
+			n = min(n, workers)
+		}
+		for range n {
+			wg.Go(func() {
+				resp, err := e.Client.Do(client.OnNewConnection(ctx), client.Request{Region: region, Method: http.MethodGet, Path: page})
+				if err == nil && resp.Status != http.StatusOK {
+					err = fmt.Errorf("answered %d", resp.Status)
+				}
+				if err != nil {
+					mu.Lock()
+					errs = append(errs, fmt.Errorf("via %s: %w", region, err))
+					mu.Unlock()
+				}
+			})
+		}
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		return fmt.Errorf("%d of its reads failed, the first %w", len(errs), errs[0])
+	}
+	return nil
 }

@@ -22,6 +22,11 @@ type FlashSale struct {
 	Rooms   int    // K
 	Region  string // home region of the hotel ("" = first)
 	Load    Load   // Rate and Workers; MaxIterations is Clients
+	// Connected: every client is on the sale's page when the sale opens,
+	// having loaded the room's availability over a kept-alive connection
+	// that its Book then re-uses, as a browser re-uses the page's. Without
+	// it the sale's first requests also open the generator's connections.
+	Connected bool
 }
 
 // RunFlashSale seeds one hotel with K rooms on one night, lets N clients
@@ -69,6 +74,15 @@ func (e *Env) RunFlashSale(ctx context.Context, o FlashSale) (*report.Report, er
 		}
 		clients[i] = ready{guest: guest, token: e.Client.Guest(guest), body: body}
 	}
+	if o.Connected {
+		start := time.Now()
+		page := "/v1/hotels/" + h.ID + "/availability?check_in=" + night + "&check_out=" + day(46) + "&room_type_id=" + h.RoomTypes[0]
+		if err := e.connectClients(ctx, page, o.Clients, o.Load.Workers); err != nil {
+			return nil, fmt.Errorf("the sale's page: %w", err)
+		}
+		r.Figures["sale_page_ms"] = float64(time.Since(start).Microseconds()) / 1000
+	}
+	dials := e.Client.Dials()
 	e.drive(ctx, r, o.Load, rec, func() string { return fmt.Sprintf("won %d/%d", won.Load(), o.Rooms) },
 		func(ctx context.Context, s *engine.Session) {
 			c := clients[int(s.Index)%len(clients)]
@@ -95,6 +109,7 @@ func (e *Env) RunFlashSale(ctx context.Context, o FlashSale) (*report.Report, er
 				return "hold_lost", out
 			})
 		})
+	r.Figures["sale_dials"] = float64(e.Client.Dials() - dials)
 	want := min(o.Clients, o.Rooms)
 	for k, v := range salePhases(times) {
 		r.Figures[k] = v

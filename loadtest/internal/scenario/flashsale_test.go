@@ -72,3 +72,37 @@ func startEnvWith(t *testing.T, opts bookingtest.Options) *Env {
 	t.Cleanup(pool.Close)
 	return &Env{Client: cl, DB: pool, Store: env.DB, Log: io.Discard, Quiet: true}
 }
+
+// With --connected every client's connection is open before the sale (the
+// sale page's reads, each on a connection of its own, up to the sale's
+// workers) and the sale's holds re-use them: the sale dials none.
+func TestFlashSaleConnectedClientsReuseThePageConnections(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end")
+	}
+	e := startEnv(t)
+	dials := e.Client.Dials()
+	r, err := e.RunFlashSale(context.Background(), FlashSale{Clients: 30, Rooms: 2, Connected: true,
+		Load: Load{Rate: 400, Workers: 8}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := r.Figures["sale_page_ms"]; !ok {
+		t.Errorf("no sale_page_ms figure: %v", r.Figures)
+	}
+	// The seeding's connection, then the page's 8.
+	if got := e.Client.Dials() - dials; got < 8 {
+		t.Errorf("%d connections opened in all, want at least the page's 8", got)
+	}
+	if got := r.Figures["sale_dials"]; got != 0 {
+		t.Errorf("the sale dialled %v connection(s), want 0: the page's were open", got)
+	}
+	if r.Figures["winners"] != 2 {
+		t.Errorf("winners %v, want 2", r.Figures["winners"])
+	}
+	for _, c := range r.Checks {
+		if !c.OK {
+			t.Errorf("check %s failed: %s", c.Name, c.Detail)
+		}
+	}
+}
