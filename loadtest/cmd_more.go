@@ -98,7 +98,10 @@ func soakCmd() *cobra.Command {
 }
 
 func clinicOpeningCmd() *cobra.Command {
-	var o scenario.ClinicOpening
+	var (
+		o  scenario.ClinicOpening
+		rc rushCPU
+	)
 	return scenarioCmd("clinic-opening", "the 07:00 spike: many patients, many doctors, the waiting room when present",
 		500, 2*time.Minute, 256, true, report.SLO{Ops: map[string]report.OpSLO{"hold": {P99Ms: 500}}, MaxErrorRate: f64(0.01)},
 		func(cmd *cobra.Command) {
@@ -111,9 +114,13 @@ func clinicOpeningCmd() *cobra.Command {
 					"window = one hold of any slot of the day, the earliest free first")
 			cmd.Flags().BoolVar(&o.Connected, "connected", false,
 				"patients are on the booking page when the day opens: each region's patients (up to --workers) load the first doctor's slots first, and their holds re-use those connections")
+			rc.register(cmd, "each opening")
 		},
 		func(cmd *cobra.Command, e *scenario.Env, l scenario.Load) (*report.Report, error) {
 			o.Load = l
+			if err := rc.apply(e); err != nil {
+				return nil, err
+			}
 			return e.RunClinicOpening(cmd.Context(), o)
 		})
 }

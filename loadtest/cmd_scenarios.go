@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/berthhq/berth/loadtest/internal/client"
+	"github.com/berthhq/berth/loadtest/internal/cpu"
 	"github.com/berthhq/berth/loadtest/internal/report"
 	"github.com/berthhq/berth/loadtest/internal/scenario"
 	"github.com/spf13/cobra"
@@ -60,6 +61,7 @@ func flashSaleCmd() *cobra.Command {
 	var (
 		c      common
 		o      scenario.FlashSale
+		rc     rushCPU
 		defSLO = report.SLO{Ops: map[string]report.OpSLO{"hold_lost": {P99Ms: 500}}, MaxErrorRate: f64(0.01)}
 	)
 	cmd := &cobra.Command{Use: "flash-sale", Short: "N clients race for the last K rooms of one hotel, through every region",
@@ -74,6 +76,9 @@ func flashSaleCmd() *cobra.Command {
 				return err
 			}
 			o.Load = c.load()
+			if err := rc.apply(e); err != nil {
+				return err
+			}
 			r, err := e.RunFlashSale(cmd.Context(), o)
 			if err != nil {
 				return err
@@ -86,7 +91,29 @@ func flashSaleCmd() *cobra.Command {
 	cmd.Flags().StringVar(&o.Region, "home-region", "", "home region of the hotel (default: the first region)")
 	cmd.Flags().BoolVar(&o.Connected, "connected", false,
 		"clients are on the sale's page when it opens: each region's clients (up to --workers) load the room's availability first, and their holds re-use those connections")
+	rc.register(cmd, "the sale")
 	return cmd
+}
+
+// rushCPU is the CPU accounting of a rush scenario's burst (flash-sale,
+// clinic-opening): --cpu-pids and --cpu-postgres as baseline's.
+type rushCPU struct {
+	pids     string
+	postgres bool
+}
+
+func (rc *rushCPU) register(cmd *cobra.Command, burst string) {
+	cmd.Flags().StringVar(&rc.pids, "cpu-pids", "", "name=pid,… of the platform's processes: the report gives their CPU during "+burst+" alone, per request (with the generator's)")
+	cmd.Flags().BoolVar(&rc.postgres, "cpu-postgres", false, "also account the PostgreSQL backends connected to the database (the server must be on this machine)")
+}
+
+func (rc *rushCPU) apply(e *scenario.Env) error {
+	procs, err := cpu.ParseProcs(rc.pids)
+	if err != nil {
+		return fmt.Errorf("--cpu-pids: %w", err)
+	}
+	e.CPUProcs, e.CPUPostgres = procs, rc.postgres
+	return nil
 }
 
 func hotelMixCmd() *cobra.Command {

@@ -117,7 +117,7 @@ func (e *Env) RunBaseline(ctx context.Context, o Baseline) (*report.Report, erro
 	}
 	run := func(op string, hold func(ctx context.Context, h seed.Hotel, rt string, in time.Time, guest string) (string, string)) {
 		e.logf("baseline: %s …", op)
-		meter := e.cpuMeter(o)
+		meter := e.cpuMeter(o.CPUProcs, o.CPUPostgres)
 		if meter != nil {
 			if err := meter.Start(ctx); err != nil {
 				r.Notes = append(r.Notes, "cpu accounting off: "+err.Error())
@@ -201,14 +201,15 @@ func (e *Env) RunBaseline(ctx context.Context, o Baseline) (*report.Report, erro
 // not part of the platform it measures.
 const loadGenerator = "load generator"
 
-// cpuMeter is the CPU accounting a baseline asked for, or nil.
-func (e *Env) cpuMeter(o Baseline) *cpu.Meter {
-	if len(o.CPUProcs) == 0 && !o.CPUPostgres {
+// cpuMeter is the CPU accounting of the processes given and, with
+// withPostgres, of the database's backends, or nil when asked for none.
+func (e *Env) cpuMeter(given []cpu.Proc, withPostgres bool) *cpu.Meter {
+	if len(given) == 0 && !withPostgres {
 		return nil
 	}
-	procs := append([]cpu.Proc{{Name: loadGenerator, PID: os.Getpid()}}, o.CPUProcs...)
+	procs := append([]cpu.Proc{{Name: loadGenerator, PID: os.Getpid()}}, given...)
 	var backends func(context.Context) ([]cpu.Proc, error)
-	if o.CPUPostgres && e.DB != nil {
+	if withPostgres && e.DB != nil {
 		// The client backends of this database: the services' pools and the
 		// loadtest's own (idle during a leg), one row per application_name
 		// when the clients set one (cpu-per-hold.sh names each service's).
@@ -265,6 +266,26 @@ func (e *Env) cpuTable(ctx context.Context, r *report.Report, m *cpu.Meter, op s
 		r.Figures["cpu_ms_per_"+op+"_platform"] = t.PlatformMs
 	}
 	r.CPU = append(r.CPU, t)
+}
+
+// accountCPU runs rush — a scenario's burst of requests, returning how
+// many it completed — under the CPU accounting the command asked for
+// (Env.CPUProcs, Env.CPUPostgres), and adds its table to the report as op,
+// per completed request: the burst's own CPU, without the seeding before it
+// or the audit after. Asked for none, it only runs rush.
+func (e *Env) accountCPU(ctx context.Context, r *report.Report, op string, rush func() int64) {
+	meter := e.cpuMeter(e.CPUProcs, e.CPUPostgres)
+	if meter != nil {
+		if err := meter.Start(ctx); err != nil {
+			r.Notes = append(r.Notes, "cpu accounting off: "+err.Error())
+			meter = nil
+		}
+	}
+	load0 := cpu.LoadAverage()
+	n := rush()
+	if meter != nil {
+		e.cpuTable(ctx, r, meter, op, n, load0)
+	}
 }
 
 func progressOf(e *Env) ioWriter {

@@ -175,8 +175,12 @@ func (e *Env) RunClinicOpening(ctx context.Context, o ClinicOpening) (*report.Re
 		rec := engine.NewRecorder()
 		var booked atomic.Int64
 		stopWaits := e.sampleLockWaits(ctx)
-		res := e.drive(ctx, r, o.Load, rec, func() string { return fmt.Sprintf("%s: booked %d/%d", model, booked.Load(), cl.total) },
-			e.patient(model, cl, ledger, &booked))
+		var res engine.Result
+		e.accountCPU(ctx, r, model+"_hold", func() int64 {
+			res = e.drive(ctx, r, o.Load, rec, func() string { return fmt.Sprintf("%s: booked %d/%d", model, booked.Load(), cl.total) },
+				e.patient(model, cl, ledger, &booked))
+			return res.Completed
+		})
 		if share, ok := stopWaits(); ok {
 			r.Figures[model+"_lock_wait_share"] = share
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/berthhq/berth/internal/postgres"
 	"github.com/berthhq/berth/loadtest/internal/audit"
 	"github.com/berthhq/berth/loadtest/internal/client"
+	"github.com/berthhq/berth/loadtest/internal/cpu"
 	"github.com/berthhq/berth/loadtest/internal/engine"
 	"github.com/berthhq/berth/loadtest/internal/report"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -34,6 +35,11 @@ type Env struct {
 	Notes        []string  // from target resolution
 	Command      string
 	Quiet        bool // no per-second progress line
+	// CPUProcs and CPUPostgres: the processes (and, with CPUPostgres, the
+	// database's backends) whose CPU a rush scenario accounts over its
+	// burst alone (accountCPU); none, no accounting.
+	CPUProcs    []cpu.Proc
+	CPUPostgres bool
 }
 
 // Load is the arrival process of a scenario.

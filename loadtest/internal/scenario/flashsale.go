@@ -83,32 +83,34 @@ func (e *Env) RunFlashSale(ctx context.Context, o FlashSale) (*report.Report, er
 		r.Figures["sale_page_ms"] = float64(time.Since(start).Microseconds()) / 1000
 	}
 	dials := e.Client.Dials()
-	e.drive(ctx, r, o.Load, rec, func() string { return fmt.Sprintf("won %d/%d", won.Load(), o.Rooms) },
-		func(ctx context.Context, s *engine.Session) {
-			c := clients[int(s.Index)%len(clients)]
-			guest := c.guest
-			i := int(s.Index) % len(times)
-			times[i].due = s.Intended
-			defer func() { times[i].answered = time.Now() }()
-			s.MeasureAs(func() (string, string) {
-				resp, err := e.Client.Do(ctx, client.Request{Region: regions[int(s.Index)%len(regions)], Method: http.MethodPost,
-					Path: "/v1/hotels/" + h.ID + "/reservations", Token: c.token, IdemKey: uuid.NewString(),
-					Body: c.body})
-				out := client.Outcome(resp, err)
-				if err == nil && resp.Status == http.StatusCreated {
-					var res struct {
-						ID string `json:"reservation_id"`
+	e.accountCPU(ctx, r, "hold", func() int64 {
+		return e.drive(ctx, r, o.Load, rec, func() string { return fmt.Sprintf("won %d/%d", won.Load(), o.Rooms) },
+			func(ctx context.Context, s *engine.Session) {
+				c := clients[int(s.Index)%len(clients)]
+				guest := c.guest
+				i := int(s.Index) % len(times)
+				times[i].due = s.Intended
+				defer func() { times[i].answered = time.Now() }()
+				s.MeasureAs(func() (string, string) {
+					resp, err := e.Client.Do(ctx, client.Request{Region: regions[int(s.Index)%len(regions)], Method: http.MethodPost,
+						Path: "/v1/hotels/" + h.ID + "/reservations", Token: c.token, IdemKey: uuid.NewString(),
+						Body: c.body})
+					out := client.Outcome(resp, err)
+					if err == nil && resp.Status == http.StatusCreated {
+						var res struct {
+							ID string `json:"reservation_id"`
+						}
+						if resp.Decode(&res) == nil {
+							ledger.Add(audit.Created{Kind: "hotel", PartitionID: h.ID, ID: res.ID, Status: "held"}, guest)
+						}
+						won.Add(1)
+						times[i].won = true
+						return "hold_won", out
 					}
-					if resp.Decode(&res) == nil {
-						ledger.Add(audit.Created{Kind: "hotel", PartitionID: h.ID, ID: res.ID, Status: "held"}, guest)
-					}
-					won.Add(1)
-					times[i].won = true
-					return "hold_won", out
-				}
-				return "hold_lost", out
-			})
-		})
+					return "hold_lost", out
+				})
+			}).Completed
+	})
 	r.Figures["sale_dials"] = float64(e.Client.Dials() - dials)
 	want := min(o.Clients, o.Rooms)
 	for k, v := range salePhases(times) {

@@ -106,3 +106,37 @@ func TestFlashSaleConnectedClientsReuseThePageConnections(t *testing.T) {
 		}
 	}
 }
+
+// With processes to account, a sale's report holds their CPU over the sale
+// alone, per request: the generator's own row and the database's backends.
+func TestFlashSaleAccountsTheSalesCPU(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end")
+	}
+	e := startEnv(t)
+	e.CPUPostgres = true
+	r, err := e.RunFlashSale(context.Background(), FlashSale{Clients: 40, Rooms: 1, Load: Load{Rate: 400, Workers: 16}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.CPU) != 1 || r.CPU[0].Op != "hold" || r.CPU[0].Ops != 40 {
+		t.Fatalf("cpu tables %+v, want one of op hold over 40 requests", r.CPU)
+	}
+	rows := map[string]bool{}
+	for _, row := range r.CPU[0].Rows {
+		rows[row.Name] = true
+	}
+	if !rows[loadGenerator] {
+		t.Errorf("no row of the generator: %+v", r.CPU[0].Rows)
+	}
+	backends := false
+	for name := range rows {
+		backends = backends || strings.HasPrefix(name, "postgres backends")
+	}
+	if !backends {
+		t.Errorf("no row of the database's backends: %+v", r.CPU[0].Rows)
+	}
+	if _, ok := r.Figures["cpu_ms_per_hold"]; !ok {
+		t.Errorf("no cpu_ms_per_hold figure: %v", r.Figures)
+	}
+}
