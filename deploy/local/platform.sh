@@ -36,13 +36,16 @@
 # `booking serve --route`, on the same public port — ADR 0022; the processes
 # are then named booking-<region> and there is no router-<region>; split: a
 # router process and a booking service process per region, as before ADR
-# 0022 — binaries older than it need LAYOUT=split).
+# 0022 — binaries older than it need LAYOUT=split), BERTH_DB_WARM_CONNS (32:
+# each booking service opens its whole pool before ready, as deploy/k8s
+# configures it; the binary's own default is 8).
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT"
 NAME="${NAME:-platform}"
 BASE="${PORT_BASE:-19100}"
 LAYOUT="${LAYOUT:-together}"
+WARM_CONNS="${BERTH_DB_WARM_CONNS:-32}"
 REGIONS=(us-east eu-west ap-south)
 
 log() { printf '\033[1m[%s]\033[0m %s\n' "$NAME" "$*" >&2; }
@@ -179,13 +182,13 @@ platform_up() {
 			# public port is the router's, the internal one the service's.
 			start "booking-$r" $((BASE + 40 + i)) env BERTH_PAYMENT_PROVIDER=dev BERTH_DEV_PAYMENTS=on \
 				BERTH_DEV_PAYMENTS_WEBHOOK_URL="http://127.0.0.1:$BASE/v1/payments/webhook" \
-				BERTH_ROUTE=true BERTH_ROUTER_ADDR="127.0.0.1:$((BASE + i))" \
+				BERTH_DB_WARM_CONNS="$WARM_CONNS" BERTH_ROUTE=true BERTH_ROUTER_ADDR="127.0.0.1:$((BASE + i))" \
 				"$BIN/booking" serve --region "$r" --addr "127.0.0.1:$((BASE + 10 + i))"
 			continue
 		fi
 		start "booking-$r" $((BASE + 40 + i)) env BERTH_PAYMENT_PROVIDER=dev BERTH_DEV_PAYMENTS=on \
 			BERTH_DEV_PAYMENTS_WEBHOOK_URL="http://127.0.0.1:$BASE/v1/payments/webhook" \
-			"$BIN/booking" serve --region "$r" --addr "127.0.0.1:$((BASE + 10 + i))"
+			BERTH_DB_WARM_CONNS="$WARM_CONNS" "$BIN/booking" serve --region "$r" --addr "127.0.0.1:$((BASE + 10 + i))"
 		start "router-$r" $((BASE + 43 + i)) "$BIN/router" serve --region "$r" --addr "127.0.0.1:$((BASE + i))"
 	done
 	start readmodel $((BASE + 39)) "$BIN/readmodel" serve --addr "127.0.0.1:$readmodel_port"
