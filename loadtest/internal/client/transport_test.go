@@ -17,6 +17,21 @@ import (
 	"time"
 )
 
+// newClient is a client of srv's one region, closed when t ends.
+func newClient(t *testing.T, srv *httptest.Server) *Client {
+	t.Helper()
+	tg, err := ParseTargets("us-east=" + srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(tg, "0123456789abcdef0123456789abcdef", "", "", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
 // countConns starts srv counting the connections it accepts.
 func countConns(srv *httptest.Server) *atomic.Int64 {
 	var n atomic.Int64
@@ -53,12 +68,7 @@ func TestTransportSendsWhatNetHTTPSends(t *testing.T) {
 	}))
 	conns := countConns(srv)
 	defer srv.Close()
-	tg, _ := ParseTargets("us-east=" + srv.URL)
-	c, err := New(tg, "0123456789abcdef0123456789abcdef", "", "", 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := newClient(t, srv)
 	for i := range 50 {
 		key := fmt.Sprintf("key-%d", i)
 		r, err := c.Do(context.Background(), Request{Method: http.MethodPost, Path: "/v1/hotels/h1/reservations?x=1",
@@ -99,12 +109,7 @@ func TestTransportConcurrentRequests(t *testing.T) {
 	}))
 	conns := countConns(srv)
 	defer srv.Close()
-	tg, _ := ParseTargets("us-east=" + srv.URL)
-	c, err := New(tg, "0123456789abcdef0123456789abcdef", "", "", 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := newClient(t, srv)
 	var wg sync.WaitGroup
 	errs := make(chan error, 16*20)
 	for w := range 16 {
@@ -406,12 +411,7 @@ func TestTransportOnNewConnection(t *testing.T) {
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	conns := countConns(srv)
 	defer srv.Close()
-	tg, _ := ParseTargets("us-east=" + srv.URL)
-	c, err := New(tg, "0123456789abcdef0123456789abcdef", "", "", 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := newClient(t, srv)
 	for range 5 {
 		if _, err := c.Do(OnNewConnection(context.Background()), Request{Method: http.MethodGet, Path: "/"}); err != nil {
 			t.Fatal(err)

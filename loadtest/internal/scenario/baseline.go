@@ -117,31 +117,23 @@ func (e *Env) RunBaseline(ctx context.Context, o Baseline) (*report.Report, erro
 	}
 	run := func(op string, hold func(ctx context.Context, h seed.Hotel, rt string, in time.Time, guest string) (string, string)) {
 		e.logf("baseline: %s …", op)
-		meter := e.cpuMeter(o.CPUProcs, o.CPUPostgres)
-		if meter != nil {
-			if err := meter.Start(ctx); err != nil {
-				r.Notes = append(r.Notes, "cpu accounting off: "+err.Error())
-				meter = nil
-			}
-		}
-		load0 := cpu.LoadAverage()
-		res := engine.Run(ctx, engine.Config{Rate: o.Load.Rate, Duration: o.Load.Duration, Workers: o.Load.Workers, Progress: progressOf(e)}, rec,
-			func(ctx context.Context, s *engine.Session) {
-				h, rt, in := pick()
-				guest := "base-" + uuid.NewString()[:12]
-				s.Measure(op, func() string {
-					id, out := hold(ctx, h, rt, in, guest)
-					if id != "" {
-						ledger.Add(audit.Created{Kind: "hotel", PartitionID: h.ID, ID: id, Status: "held"}, guest)
-					}
-					return out
+		e.accountCPU(ctx, r, e.cpuMeter(o.CPUProcs, o.CPUPostgres), op, func() int64 {
+			res := engine.Run(ctx, engine.Config{Rate: o.Load.Rate, Duration: o.Load.Duration, Workers: o.Load.Workers, Progress: progressOf(e)}, rec,
+				func(ctx context.Context, s *engine.Session) {
+					h, rt, in := pick()
+					guest := "base-" + uuid.NewString()[:12]
+					s.Measure(op, func() string {
+						id, out := hold(ctx, h, rt, in, guest)
+						if id != "" {
+							ledger.Add(audit.Created{Kind: "hotel", PartitionID: h.ID, ID: id, Status: "held"}, guest)
+						}
+						return out
+					})
 				})
-			})
-		elapsed[op] = res.Elapsed
-		r.Engine = res
-		if meter != nil {
-			e.cpuTable(ctx, r, meter, op, res.Completed, load0)
-		}
+			elapsed[op] = res.Elapsed
+			r.Engine = res
+			return res.Completed
+		})
 	}
 	for _, h := range cat.Hotels {
 		ledger.Touch("hotel", h.ID)
@@ -268,13 +260,11 @@ func (e *Env) cpuTable(ctx context.Context, r *report.Report, m *cpu.Meter, op s
 	r.CPU = append(r.CPU, t)
 }
 
-// accountCPU runs rush — a scenario's burst of requests, returning how
-// many it completed — under the CPU accounting the command asked for
-// (Env.CPUProcs, Env.CPUPostgres), and adds its table to the report as op,
-// per completed request: the burst's own CPU, without the seeding before it
-// or the audit after. Asked for none, it only runs rush.
-func (e *Env) accountCPU(ctx context.Context, r *report.Report, op string, rush func() int64) {
-	meter := e.cpuMeter(e.CPUProcs, e.CPUPostgres)
+// accountCPU runs rush — a leg or a burst of requests, returning how many
+// it completed — under meter (cpuMeter's; nil: none), and adds its table to
+// the report as op, per completed request: the burst's own CPU, without the
+// seeding before it or the audit after.
+func (e *Env) accountCPU(ctx context.Context, r *report.Report, meter *cpu.Meter, op string, rush func() int64) {
 	if meter != nil {
 		if err := meter.Start(ctx); err != nil {
 			r.Notes = append(r.Notes, "cpu accounting off: "+err.Error())

@@ -32,11 +32,7 @@ func TestBaselineSQLLegRunsTheStoresHold(t *testing.T) {
 	if !audited {
 		t.Errorf("no inventory audit ran: %+v", r.Checks)
 	}
-	for _, c := range r.Checks {
-		if !c.OK {
-			t.Errorf("check %s failed: %s", c.Name, c.Detail)
-		}
-	}
+	checksPass(t, r)
 }
 
 // The HTTP leg against a real booking server: every hold is a real,
@@ -57,11 +53,7 @@ func TestBaselineHTTPLegSendsDistinctAuthenticatedHolds(t *testing.T) {
 	if s.Count == 0 || s.Outcomes["ok"] != s.Count {
 		t.Fatalf("hold_http: %d holds, outcomes %v; want every one ok", s.Count, s.Outcomes)
 	}
-	for _, c := range r.Checks {
-		if !c.OK {
-			t.Errorf("check %s failed: %s", c.Name, c.Detail)
-		}
-	}
+	checksPass(t, r)
 	var reservations, guests, keys int64
 	if err := e.DB.QueryRow(context.Background(), `SELECT count(*), count(DISTINCT guest_id) FROM reservations`).Scan(&reservations, &guests); err != nil {
 		t.Fatal(err)
@@ -95,11 +87,7 @@ func TestBaselineHotLegHoldsOneNight(t *testing.T) {
 	if hot.Count == 0 || hot.Outcomes["ok"] != hot.Count {
 		t.Fatalf("hold_http_hot: %d holds, outcomes %v; want every one ok", hot.Count, hot.Outcomes)
 	}
-	for _, c := range r.Checks {
-		if !c.OK {
-			t.Errorf("check %s failed: %s", c.Name, c.Detail)
-		}
-	}
+	checksPass(t, r)
 	// The hot night has the hot leg's holds and whatever of the spread leg
 	// fell on it; no other (room type, night) has more than the spread leg.
 	var most, second int64

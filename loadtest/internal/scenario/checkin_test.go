@@ -57,11 +57,7 @@ func TestCheckInMorningEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range r.Checks {
-		if !c.OK && !c.Skipped {
-			t.Errorf("check %s failed: %s", c.Name, c.Detail)
-		}
-	}
+	checksPass(t, r)
 	rooms := r.Config["rooms"].(int)
 	suites := r.Config["suites"].(int)
 	if int(r.Figures["walks_upgrade"]) != suites || int(r.Figures["walks_relocated"]) != arrivals-rooms-suites {

@@ -176,7 +176,7 @@ func (e *Env) RunClinicOpening(ctx context.Context, o ClinicOpening) (*report.Re
 		var booked atomic.Int64
 		stopWaits := e.sampleLockWaits(ctx)
 		var res engine.Result
-		e.accountCPU(ctx, r, model+"_hold", func() int64 {
+		e.accountCPU(ctx, r, e.cpuMeter(e.CPUProcs, e.CPUPostgres), model+"_hold", func() int64 {
 			res = e.drive(ctx, r, o.Load, rec, func() string { return fmt.Sprintf("%s: booked %d/%d", model, booked.Load(), cl.total) },
 				e.patient(model, cl, ledger, &booked))
 			return res.Completed

@@ -83,7 +83,7 @@ func (e *Env) RunFlashSale(ctx context.Context, o FlashSale) (*report.Report, er
 		r.Figures["sale_page_ms"] = float64(time.Since(start).Microseconds()) / 1000
 	}
 	dials := e.Client.Dials()
-	e.accountCPU(ctx, r, "hold", func() int64 {
+	e.accountCPU(ctx, r, e.cpuMeter(e.CPUProcs, e.CPUPostgres), "hold", func() int64 {
 		return e.drive(ctx, r, o.Load, rec, func() string { return fmt.Sprintf("won %d/%d", won.Load(), o.Rooms) },
 			func(ctx context.Context, s *engine.Session) {
 				c := clients[int(s.Index)%len(clients)]

@@ -111,11 +111,7 @@ func TestSearchScenario(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("figures %v\nnotes:\n%s", r.Figures, strings.Join(r.Notes, "\n"))
-	for _, c := range r.Checks {
-		if !c.OK {
-			t.Errorf("check %s failed: %s", c.Name, c.Detail)
-		}
-	}
+	checksPass(t, r)
 	if got := r.Figures["hotels_indexed"]; got < hotels {
 		t.Errorf("hotels indexed %v, want %d", got, hotels)
 	}
