@@ -118,9 +118,7 @@ func clinicOpeningCmd() *cobra.Command {
 		},
 		func(cmd *cobra.Command, e *scenario.Env, l scenario.Load) (*report.Report, error) {
 			o.Load = l
-			if err := rc.apply(e); err != nil {
-				return nil, err
-			}
+			rc.apply(e)
 			return e.RunClinicOpening(cmd.Context(), o)
 		})
 }

@@ -76,9 +76,7 @@ func flashSaleCmd() *cobra.Command {
 				return err
 			}
 			o.Load = c.load()
-			if err := rc.apply(e); err != nil {
-				return err
-			}
+			rc.apply(e)
 			r, err := e.RunFlashSale(cmd.Context(), o)
 			if err != nil {
 				return err
@@ -96,25 +94,29 @@ func flashSaleCmd() *cobra.Command {
 }
 
 // rushCPU is the CPU accounting of a rush scenario's burst (flash-sale,
-// clinic-opening): --cpu-pids and --cpu-postgres as baseline's.
+// clinic-opening): --cpu-pids and --cpu-postgres as baseline's, checked
+// before the command reaches for the platform.
 type rushCPU struct {
 	pids     string
 	postgres bool
+	procs    []cpu.Proc
 }
 
 func (rc *rushCPU) register(cmd *cobra.Command, burst string) {
 	cmd.Flags().StringVar(&rc.pids, "cpu-pids", "", "name=pid,… of the platform's processes: the report gives their CPU during "+burst+" alone, per request (with the generator's)")
 	cmd.Flags().BoolVar(&rc.postgres, "cpu-postgres", false, "also account the PostgreSQL backends connected to the database (the server must be on this machine)")
+	cmd.PreRunE = func(*cobra.Command, []string) error {
+		procs, err := cpu.ParseProcs(rc.pids)
+		if err != nil {
+			return fmt.Errorf("--cpu-pids: %w", err)
+		}
+		rc.procs = procs
+		return nil
+	}
 }
 
-func (rc *rushCPU) apply(e *scenario.Env) error {
-	procs, err := cpu.ParseProcs(rc.pids)
-	if err != nil {
-		return fmt.Errorf("--cpu-pids: %w", err)
-	}
-	e.CPUProcs, e.CPUPostgres = procs, rc.postgres
-	return nil
-}
+// apply sets the accounting on the scenario's environment.
+func (rc *rushCPU) apply(e *scenario.Env) { e.CPUProcs, e.CPUPostgres = rc.procs, rc.postgres }
 
 func hotelMixCmd() *cobra.Command {
 	var (
