@@ -90,10 +90,13 @@ func businessOutcome(err error) bool {
 // Order inside the transaction (see docs/adr/0003-lock-order.md): the
 // placement row first (FOR SHARE: the fence), then the idempotency key,
 // then the partition's rows in the order that ADR gives for its kind.
+//
+// The transaction is pipelined (ADR 0018): its BEGIN travels with the fence
+// and the key claim, its COMMIT with the batch of writes writeIn sends last.
 func (s *Store) write(ctx context.Context, kind berth.Kind, partitionID string, idem *berth.Idem,
 	fn func(tx pgx.Tx, b *pgx.Batch) (any, error)) (berth.Response, error) {
 	var resp berth.Response
-	err := s.db.InTx(ctx, func(tx pgx.Tx) (err error) {
+	err := s.db.InPipelinedTx(ctx, func(tx pgx.Tx) (err error) {
 		resp, err = s.writeIn(ctx, tx, fenceSQL, kind, partitionID, idem, fn)
 		return err
 	})
@@ -141,7 +144,9 @@ func (s *Store) writeIn(ctx context.Context, tx pgx.Tx, fence string, kind berth
 		}
 	}
 	// Statements whose results nobody reads (inserts of the new rows,
-	// outbox events, the stored response) go in one batch: one round trip.
+	// outbox events, the stored response) go in one batch: one round trip,
+	// the last of the transaction — in a pipelined transaction it carries
+	// the COMMIT, and its Close reports the commit's outcome.
 	b := &pgx.Batch{}
 	value, err := fn(tx, b)
 	if err != nil && (idem == nil || !businessOutcome(err)) {
@@ -154,7 +159,7 @@ func (s *Store) writeIn(ctx context.Context, tx pgx.Tx, fence string, kind berth
 		queueStoreResponse(b, partitionID, idem, resp)
 	}
 	if b.Len() > 0 {
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		if err := sendAndCommit(ctx, tx, b).Close(); err != nil {
 			return resp, fmt.Errorf("write batch: %w", err)
 		}
 	}
