@@ -139,7 +139,15 @@ func (c *ClinicStore) Hold(ctx context.Context, req appointment.HoldRequest, ide
 		// refused by a read that cannot see this transaction's claim.
 		defer c.s.inFlight(req.ClinicID, idem.Key)()
 	}
-	return c.s.write(ctx, berth.KindClinic, req.ClinicID, idem, func(tx pgx.Tx, b *pgx.Batch) (any, error) {
+	var (
+		first  *firstReads
+		window *windowReads
+	)
+	if req.ByWindow() {
+		window = &windowReads{}
+		first = window.of(req)
+	}
+	return c.s.writeWith(ctx, berth.KindClinic, req.ClinicID, idem, first, func(tx pgx.Tx, b *pgx.Batch) (any, error) {
 		statusOf := func(prepay bool) appointment.Status {
 			if prepay {
 				return appointment.StatusHeld
@@ -153,7 +161,7 @@ func (c *ClinicStore) Hold(ctx context.Context, req appointment.HoldRequest, ide
 		)
 		if req.ByWindow() {
 			var err error
-			if t, prepay, price, err = c.holdInWindow(ctx, tx, req, statusOf); err != nil {
+			if t, prepay, price, err = c.holdInWindow(ctx, tx, req, window, statusOf); err != nil {
 				return nil, err
 			}
 		} else {
@@ -233,61 +241,73 @@ func (c *ClinicStore) Hold(ctx context.Context, req appointment.HoldRequest, ide
 // fullWindowDetail is the detail of the refusal of a full window.
 const fullWindowDetail = "no open slot of this doctor in the window"
 
+// windowReads are the reads a hold by window makes before it locks
+// anything, sent in the transaction's first round trip with the fence and
+// the key claim (firstReads): the doctor, whether the window has a
+// takeable slot, and the alternatives to offer if it has none — most
+// window holds of a busy opening find their window full.
+type windowReads struct {
+	prepay, open bool
+	price        doctorPrice
+	tz           string
+	alts         []appointment.Slot
+}
+
+// of is the firstReads that fill w for req.
+func (w *windowReads) of(req appointment.HoldRequest) *firstReads {
+	return &firstReads{
+		queue: func(b *pgx.Batch) {
+			b.Queue(`SELECT d.prepay_required, d.price_cents, COALESCE(d.currency, ''), cl.timezone,
+					EXISTS (SELECT 1 FROM slots s WHERE s.clinic_id = d.clinic_id AND s.doctor_id = d.doctor_id
+						AND s.starts_at >= $3 AND s.starts_at < $4 AND s.starts_at > now() AND `+takeableSQL+`)
+				FROM doctors d JOIN clinics cl ON cl.clinic_id = d.clinic_id
+				WHERE d.clinic_id = $1 AND d.doctor_id = $2`,
+				req.ClinicID, req.DoctorID, req.WindowStart, req.WindowEnd)
+			b.Queue(alternativesSQL, req.ClinicID, req.DoctorID, "", req.WindowStart, appointment.AlternativeCandidates)
+		},
+		read: func(br pgx.BatchResults) error {
+			*w = windowReads{}
+			err := br.QueryRow().Scan(&w.prepay, &w.price.cents, &w.price.currency, &w.tz, &w.open)
+			var altsErr error
+			if rows, qerr := br.Query(); qerr != nil {
+				altsErr = qerr
+			} else {
+				w.alts, altsErr = spreadAlternatives(rows, req.DoctorID, req.GuestID, req.WindowStart)
+			}
+			if errors.Is(err, pgx.ErrNoRows) {
+				return berth.Errorf(berth.CodeNotFound, "doctor %s not found", req.DoctorID)
+			}
+			if err := errors.Join(err, altsErr); err != nil {
+				return fmt.Errorf("read doctor and window: %w", err)
+			}
+			return nil
+		},
+	}
+}
+
 // holdInWindow takes, for a hold by window, the first open slot of the
 // doctor in the window on a day the guest is free, and says whether the
 // doctor wants prepayment (statusOf turns that into the new appointment's
-// status).
+// status). w holds the window's first reads, made in the transaction's
+// first round trip (windowReads).
 //
 // It is the cheap path of a clinic opening. A full window — the common
-// answer when a whole opening asks for the first hour — is refused by one
-// read before anything is locked or written (only the idempotency key is,
+// answer when a whole opening asks for the first hour — is refused on those
+// reads before anything is locked or written (only the idempotency key is,
 // so a replay answers the same), with the alternatives offered to this
 // guest. Otherwise the per-guest checks and the guest's day rows come
 // first (the lock order of docs/adr/0003-lock-order.md), then one
 // statement picks and takes the slot (takeFirstSQL): slots other requests
 // are taking right now are skipped, not waited for, so a herd on one
 // doctor-day spreads over its open slots without queueing on any row.
-func (c *ClinicStore) holdInWindow(ctx context.Context, tx pgx.Tx, req appointment.HoldRequest,
+func (c *ClinicStore) holdInWindow(ctx context.Context, tx pgx.Tx, req appointment.HoldRequest, w *windowReads,
 	statusOf func(prepay bool) appointment.Status) (took, bool, doctorPrice, error) {
-	var (
-		prepay, open bool
-		price        doctorPrice
-		tz           string
-	)
-	// The doctor, whether the window has a takeable slot, and the
-	// alternatives to offer if it has none, in one round trip: most window
-	// holds of a busy opening find their window full.
-	pre := &pgx.Batch{}
-	pre.Queue(`SELECT d.prepay_required, d.price_cents, COALESCE(d.currency, ''), cl.timezone,
-			EXISTS (SELECT 1 FROM slots s WHERE s.clinic_id = d.clinic_id AND s.doctor_id = d.doctor_id
-				AND s.starts_at >= $3 AND s.starts_at < $4 AND s.starts_at > now() AND `+takeableSQL+`)
-		FROM doctors d JOIN clinics cl ON cl.clinic_id = d.clinic_id
-		WHERE d.clinic_id = $1 AND d.doctor_id = $2`,
-		req.ClinicID, req.DoctorID, req.WindowStart, req.WindowEnd)
-	pre.Queue(alternativesSQL, req.ClinicID, req.DoctorID, "", req.WindowStart, appointment.AlternativeCandidates)
-	br := tx.SendBatch(ctx, pre)
-	err := br.QueryRow().Scan(&prepay, &price.cents, &price.currency, &tz, &open)
-	var (
-		alts    []appointment.Slot
-		altsErr error
-	)
-	if rows, qerr := br.Query(); qerr != nil {
-		altsErr = qerr
-	} else {
-		alts, altsErr = spreadAlternatives(rows, req.DoctorID, req.GuestID, req.WindowStart)
-	}
-	closeErr := br.Close()
-	if errors.Is(err, pgx.ErrNoRows) {
-		return took{}, false, price, berth.Errorf(berth.CodeNotFound, "doctor %s not found", req.DoctorID)
-	}
-	if err := errors.Join(err, altsErr, closeErr); err != nil {
-		return took{}, false, price, fmt.Errorf("read doctor and window: %w", err)
-	}
-	if !open {
+	prepay, price := w.prepay, w.price
+	if !w.open {
 		c.full.mark(req, time.Now())
-		return took{}, false, price, slotTakenWith(alts, fullWindowDetail)
+		return took{}, false, price, slotTakenWith(w.alts, fullWindowDetail)
 	}
-	loc, err := location(tz)
+	loc, err := location(w.tz)
 	if err != nil {
 		return took{}, false, price, fmt.Errorf("clinic %s: %w", req.ClinicID, err)
 	}

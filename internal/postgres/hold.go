@@ -276,7 +276,7 @@ func (s *Store) hold(ctx context.Context, req reservation.HoldRequest, idem *ber
 			// Nothing taken: refuse in this transaction. Its take may still
 			// hold a night it waited for and then found full, so the fence
 			// must not queue behind a move (which waits for that night).
-			resp, err = s.writeIn(ctx, tx, fenceNowaitSQL, berth.KindHotel, req.HotelID, idem, func(tx pgx.Tx, _ *pgx.Batch) (any, error) {
+			resp, err = s.writeIn(ctx, tx, fenceNowaitSQL, berth.KindHotel, req.HotelID, idem, nil, func(tx pgx.Tx, _ *pgx.Batch) (any, error) {
 				return nil, s.refuseHold(ctx, tx, req, nil, gen)
 			})
 			return err

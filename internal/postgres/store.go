@@ -95,9 +95,25 @@ func businessOutcome(err error) bool {
 // and the key claim, its COMMIT with the batch of writes writeIn sends last.
 func (s *Store) write(ctx context.Context, kind berth.Kind, partitionID string, idem *berth.Idem,
 	fn func(tx pgx.Tx, b *pgx.Batch) (any, error)) (berth.Response, error) {
+	return s.writeWith(ctx, kind, partitionID, idem, nil, fn)
+}
+
+// firstReads are reads a write sends in its first round trip, behind the
+// fence and the key claim: queue queues them, read reads their results in
+// the same order. read runs on every attempt that reached the server
+// (a replay's too, whose results go unused); fn may use what it read.
+type firstReads struct {
+	queue func(b *pgx.Batch)
+	read  func(br pgx.BatchResults) error
+}
+
+// writeWith is write with reads of the partition sent in the round trip of
+// the fence and the claim (pre; nil: none).
+func (s *Store) writeWith(ctx context.Context, kind berth.Kind, partitionID string, idem *berth.Idem, pre *firstReads,
+	fn func(tx pgx.Tx, b *pgx.Batch) (any, error)) (berth.Response, error) {
 	var resp berth.Response
 	err := s.db.InPipelinedTx(ctx, func(tx pgx.Tx) (err error) {
-		resp, err = s.writeIn(ctx, tx, fenceSQL, kind, partitionID, idem, fn)
+		resp, err = s.writeIn(ctx, tx, fenceSQL, kind, partitionID, idem, pre, fn)
 		return err
 	})
 	if err != nil {
@@ -110,13 +126,17 @@ func (s *Store) write(ctx context.Context, kind berth.Kind, partitionID string, 
 // by the statement fence (fenceSQL, or fenceNowaitSQL when tx may already
 // hold rows of the partition and so must not queue behind a move).
 func (s *Store) writeIn(ctx context.Context, tx pgx.Tx, fence string, kind berth.Kind, partitionID string, idem *berth.Idem,
-	fn func(tx pgx.Tx, b *pgx.Batch) (any, error)) (berth.Response, error) {
+	reads *firstReads, fn func(tx pgx.Tx, b *pgx.Batch) (any, error)) (berth.Response, error) {
 	var resp berth.Response
-	// The fence and the key claim travel in one round trip.
+	// The fence and the key claim travel in one round trip, with the
+	// caller's first reads behind them.
 	pre := &pgx.Batch{}
 	pre.Queue(fence, string(kind), partitionID)
 	if idem != nil {
 		pre.Queue(claimSQLOf(idem), partitionID, idem.Key, s.region, idem.Hash)
+	}
+	if reads != nil {
+		reads.queue(pre)
 	}
 	br := tx.SendBatch(ctx, pre)
 	var home string
@@ -127,6 +147,10 @@ func (s *Store) writeIn(ctx context.Context, tx pgx.Tx, fence string, kind berth
 	)
 	if idem != nil {
 		claimTag, claimErr = br.Exec()
+	}
+	var readErr error
+	if reads != nil {
+		readErr = reads.read(br)
 	}
 	if err := br.Close(); err != nil && fenceErr == nil && claimErr == nil {
 		return resp, fmt.Errorf("fence and claim: %w", err)
@@ -142,6 +166,9 @@ func (s *Store) writeIn(ctx context.Context, tx pgx.Tx, fence string, kind berth
 		if replay != nil {
 			return *replay, nil
 		}
+	}
+	if readErr != nil {
+		return resp, readErr
 	}
 	// Statements whose results nobody reads (inserts of the new rows,
 	// outbox events, the stored response) go in one batch: one round trip,
