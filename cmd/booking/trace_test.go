@@ -125,6 +125,13 @@ func TestTraceThroughOutbox(t *testing.T) {
 		t.Fatalf("hold through the router: %d %s", hold.Status, hold.Body)
 	}
 	id, _ := hold.JSON()["reservation_id"].(string)
+	// The projection applies events that arrive together in one round,
+	// traced beneath the first of them (ADR 0021): the confirm waits until
+	// the hold is in the view, so that its own consumer span writes it.
+	waitFor(t, "the read model shows the hold", func() bool {
+		_, err := view.Get(ctx, "hotel", h.ID, id)
+		return err == nil
+	})
 	ref := s.PayHold(hold) // the guest pays the hold's intent with the provider
 	confirm := edge.Do(bookingtest.Request{Method: "POST", Path: path + "/" + id + "/confirm", Token: guest,
 		IdemKey: bookingtest.NewKey(), Header: hdr, Body: map[string]any{"payment_ref": ref}})
