@@ -202,6 +202,8 @@ func TestMetrics(t *testing.T) {
 		{"berth_db_pool_total_conns", nil},
 		{"berth_db_pool_max_conns", []string{"} 32"}},
 		{"berth_db_pool_empty_acquire_total", nil},
+		{"berth_db_pool_acquires_total", nil},
+		{"berth_db_pool_acquire_wait_seconds_total", nil},
 		// No relay runs here, so the hold's event waits in the outbox.
 		{"berth_outbox_backlog", []string{`region="us-east"`}},
 		{"berth_outbox_oldest_age_seconds", []string{`region="us-east"`}},

@@ -194,6 +194,9 @@ type PoolStats struct {
 	// EmptyAcquire counts acquires that had to wait for a connection: the
 	// pool was saturated.
 	EmptyAcquire int64
+	// Acquires counts the acquires; AcquireWait is their summed wait.
+	Acquires    int64
+	AcquireWait time.Duration
 }
 
 // PoolStats reports the pool's saturation (for metrics).
@@ -201,6 +204,6 @@ func (db *DB) PoolStats() PoolStats {
 	s := db.pool.Stat()
 	return PoolStats{
 		Acquired: s.AcquiredConns(), Idle: s.IdleConns(), Total: s.TotalConns(), Max: s.MaxConns(),
-		EmptyAcquire: s.EmptyAcquireCount(),
+		EmptyAcquire: s.EmptyAcquireCount(), Acquires: s.AcquireCount(), AcquireWait: s.AcquireDuration(),
 	}
 }

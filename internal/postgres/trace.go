@@ -16,11 +16,18 @@ type Telemetry interface {
 	Region() string
 }
 
-// queryTracer traces every query: one client span per query, batch, prepare
-// and pool acquire, child of the request's span, with db.system=postgresql
-// and the statement text (never its arguments). Queries outside a trace (the
+// queryTracer traces every query: one client span per query, batch and
+// prepare, child of the request's span, with db.system=postgresql and the
+// statement text (never its arguments). Queries outside a trace (the
 // background jobs) make no spans. It also records the
 // db.client.operation.duration histogram.
+//
+// Pool acquires are not traced: their span and histogram point cost about
+// as much as a cached refusal's key read on a small machine (a twentieth of
+// a booking service's CPU in a flash sale, docs/PERFORMANCE.md), and the
+// pool reports its waits itself at no cost per acquire
+// (berth_db_pool_empty_acquire_total, berth_db_pool_acquire_wait_seconds_total:
+// DB.PoolStats).
 func queryTracer(t Telemetry) pgx.QueryTracer {
 	var attrs []attribute.KeyValue
 	if r := t.Region(); r != "" {
@@ -34,5 +41,6 @@ func queryTracer(t Telemetry) pgx.QueryTracer {
 		otelpgx.WithTracerAttributes(attribute.String("db.system", "postgresql")),
 		otelpgx.WithMeterAttributes(attrs...),
 		otelpgx.WithTrimSQLInSpanName(),
+		otelpgx.WithDisableAcquireTracer(),
 	)
 }

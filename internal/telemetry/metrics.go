@@ -20,7 +20,8 @@ const (
 	metricOutcomes = "berth.booking.outcomes"
 	// berth_tx_retries_total{reason,region}
 	metricTxRetries = "berth.tx.retries"
-	// berth_db_pool_{acquired,idle,total,max}_conns{region}, berth_db_pool_empty_acquire_total{region}
+	// berth_db_pool_{acquired,idle,total,max}_conns{region}, berth_db_pool_{empty_acquire,acquires}_total{region},
+	// berth_db_pool_acquire_wait_seconds_total{region}
 	metricPoolPrefix = "berth.db.pool."
 	// berth_outbox_backlog{region}, berth_outbox_oldest_age_seconds{region}
 	metricOutboxBacklog = "berth.outbox.backlog"
@@ -185,6 +186,9 @@ type PoolStats struct {
 	// EmptyAcquire counts acquires that had to wait for a connection: the
 	// pool was saturated.
 	EmptyAcquire int64
+	// Acquires counts the acquires; AcquireWait is their summed wait.
+	Acquires    int64
+	AcquireWait time.Duration
 }
 
 // ObservePool reports the pool's saturation on every scrape.
@@ -200,7 +204,11 @@ func (t *Telemetry) ObservePool(stat func() PoolStats) error {
 		metric.WithDescription("Pool size limit."))
 	empty, err5 := m.Int64ObservableCounter(metricPoolPrefix+"empty_acquire", metric.WithUnit("{acquire}"),
 		metric.WithDescription("Acquires that waited because the pool had no idle connection."))
-	if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
+	acquires, err6 := m.Int64ObservableCounter(metricPoolPrefix+"acquires", metric.WithUnit("{acquire}"),
+		metric.WithDescription("Connections taken from the pool."))
+	wait, err7 := m.Float64ObservableCounter(metricPoolPrefix+"acquire_wait", metric.WithUnit("s"),
+		metric.WithDescription("Time spent taking connections from the pool, summed over the acquires."))
+	if err := errors.Join(err1, err2, err3, err4, err5, err6, err7); err != nil {
 		return fmt.Errorf("pool instruments: %w", err)
 	}
 	_, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
@@ -211,8 +219,10 @@ func (t *Telemetry) ObservePool(stat func() PoolStats) error {
 		o.ObserveInt64(total, int64(s.Total), a)
 		o.ObserveInt64(maxConns, int64(s.Max), a)
 		o.ObserveInt64(empty, s.EmptyAcquire, a)
+		o.ObserveInt64(acquires, s.Acquires, a)
+		o.ObserveFloat64(wait, s.AcquireWait.Seconds(), a)
 		return nil
-	}, acquired, idle, total, maxConns, empty)
+	}, acquired, idle, total, maxConns, empty, acquires, wait)
 	return err
 }
 

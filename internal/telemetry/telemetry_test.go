@@ -85,7 +85,7 @@ func TestNamedMetrics(t *testing.T) {
 	tel.CacheResult(ctx, "availability", "miss")
 	tel.WaitingRoomDepth(ctx, "clinic-opening", 7)
 	if err := tel.ObservePool(func() telemetry.PoolStats {
-		return telemetry.PoolStats{Acquired: 3, Idle: 1, Total: 4, Max: 8, EmptyAcquire: 5}
+		return telemetry.PoolStats{Acquired: 3, Idle: 1, Total: 4, Max: 8, EmptyAcquire: 5, Acquires: 40, AcquireWait: 1500 * time.Millisecond}
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -120,6 +120,8 @@ func TestNamedMetrics(t *testing.T) {
 	wantSeries(t, text, "berth_db_pool_total_conns", "} 4")
 	wantSeries(t, text, "berth_db_pool_max_conns", "} 8")
 	wantSeries(t, text, "berth_db_pool_empty_acquire_total", "} 5")
+	wantSeries(t, text, "berth_db_pool_acquires_total", "} 40")
+	wantSeries(t, text, "berth_db_pool_acquire_wait_seconds_total", "} 1.5")
 	wantSeries(t, text, "berth_outbox_backlog", `region="eu-west"`, "} 12")
 	wantSeries(t, text, "berth_outbox_oldest_age_seconds", "} 90")
 	wantSeries(t, text, "go_goroutines")
