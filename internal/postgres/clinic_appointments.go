@@ -131,10 +131,10 @@ func expireAppointment(ctx context.Context, tx pgx.Tx, clinicID, apptID string) 
 // A window found full a moment ago is asked by a read first
 // (refuseFullWindow): still full, it is refused without a transaction.
 func (c *ClinicStore) Hold(ctx context.Context, req appointment.HoldRequest, idem *berth.Idem) (berth.Response, error) {
-	if resp, ok, err := c.refuseFullWindow(ctx, req, idem); ok {
+	if resp, ok, err := c.refuseByRead(ctx, req, idem); ok {
 		return resp, err
 	}
-	if req.ByWindow() && idem != nil && !idem.Webhook {
+	if idem != nil && !idem.Webhook {
 		// A retry of this key meanwhile must wait for this answer, not be
 		// refused by a read that cannot see this transaction's claim.
 		defer c.s.inFlight(req.ClinicID, idem.Key)()
@@ -174,9 +174,10 @@ func (c *ClinicStore) Hold(ctx context.Context, req appointment.HoldRequest, ide
 				// common answer after the first instants of an opening):
 				// answered at once, without queueing behind the slot's
 				// lock or taking the guest's rows. A slot freed a moment
-				// later is a race this hold lost at the read.
-				return nil, slotTaken(ctx, tx, req.ClinicID, h.doctorID, req.SlotID, req.GuestID, h.startsAt,
-					"the slot is held or booked by someone else")
+				// later is a race this hold lost at the read. The next
+				// holds of the slot ask a read first (refuseTakenSlot).
+				c.full.mark(req, time.Now())
+				return nil, slotTaken(ctx, tx, req.ClinicID, h.doctorID, req.SlotID, req.GuestID, h.startsAt, takenSlotDetail)
 			}
 			prepay, price = h.prepay, h.price
 			busy, err := c.checkClinicGuest(ctx, tx, req.ClinicID, req.GuestID, prepay, h.doctorID, []time.Time{h.localDate}, &h.localDate)
@@ -194,6 +195,8 @@ func (c *ClinicStore) Hold(ctx context.Context, req appointment.HoldRequest, ide
 			if !ok {
 				return nil, c.refuseSlot(ctx, tx, req.ClinicID, req.SlotID, req.GuestID)
 			}
+			// Taken by this hold: the others ask a read first.
+			c.full.mark(req, time.Now())
 		}
 		slotID, status := t.slotID, statusOf(prepay)
 		a := appointment.Appointment{
@@ -351,7 +354,7 @@ func (c *ClinicStore) refuseSlot(ctx context.Context, tx pgx.Tx, clinicID, slotI
 	if started {
 		return berth.Errorf(berth.CodeInvalidState, "slot %s has already started", slotID)
 	}
-	return slotTaken(ctx, tx, clinicID, doctorID, slotID, guestID, startsAt, "the slot is held or booked by someone else")
+	return slotTaken(ctx, tx, clinicID, doctorID, slotID, guestID, startsAt, takenSlotDetail)
 }
 
 // apptHint is an appointment read without a lock: which slot to lock.

@@ -46,7 +46,12 @@ type fullHints struct {
 	seen map[string]time.Time
 }
 
+// fullHintKey is the hint of a hold's window or, for a hold of one slot,
+// of its slot ("taken": the hold found it held or booked, or took it).
 func fullHintKey(req appointment.HoldRequest) string {
+	if !req.ByWindow() {
+		return req.ClinicID + "|slot|" + req.SlotID
+	}
 	return req.ClinicID + "|" + req.DoctorID + "|" + req.WindowStart.UTC().Format(time.RFC3339Nano) + "|" +
 		req.WindowEnd.UTC().Format(time.RFC3339Nano)
 }
@@ -89,13 +94,22 @@ const windowOpenSQL = `SELECT EXISTS (SELECT 1 FROM slots s WHERE s.clinic_id = 
 const windowKeySQL = `SELECT request_hash, response_status, response_body FROM idempotency_keys
 	WHERE partition_id = $1 AND idem_key = $2`
 
-// refuseFullWindow answers a window hold by a read when the window was found
-// full a moment ago and still is (ok); otherwise the hold goes on to its
-// transaction.
-func (c *ClinicStore) refuseFullWindow(ctx context.Context, req appointment.HoldRequest, idem *berth.Idem) (berth.Response, bool, error) {
-	if idem == nil || idem.Webhook || !req.ByWindow() || !c.full.recent(req, time.Now()) || c.s.holdRunning(req.ClinicID, idem.Key) {
+// refuseByRead answers a hold by a read when its window, or its slot, was
+// found full (taken) a moment ago and still is (ok); otherwise the hold goes
+// on to its transaction.
+func (c *ClinicStore) refuseByRead(ctx context.Context, req appointment.HoldRequest, idem *berth.Idem) (berth.Response, bool, error) {
+	if idem == nil || idem.Webhook || !c.full.recent(req, time.Now()) || c.s.holdRunning(req.ClinicID, idem.Key) {
 		return berth.Response{}, false, nil
 	}
+	if !req.ByWindow() {
+		return c.refuseTakenSlot(ctx, req, idem)
+	}
+	return c.refuseFullWindow(ctx, req, idem)
+}
+
+// refuseFullWindow answers a window hold by a read when the window is still
+// full (ok).
+func (c *ClinicStore) refuseFullWindow(ctx context.Context, req appointment.HoldRequest, idem *berth.Idem) (berth.Response, bool, error) {
 	b := &pgx.Batch{}
 	b.Queue(windowHomeSQL, string(berth.KindClinic), req.ClinicID)
 	b.Queue(windowOpenSQL, req.ClinicID, req.DoctorID, req.WindowStart, req.WindowEnd)
@@ -135,17 +149,77 @@ func (c *ClinicStore) refuseFullWindow(ctx context.Context, req appointment.Hold
 		return berth.Response{}, false, nil
 	}
 	if keyFound {
-		if hash != idem.Hash {
-			return berth.Response{}, true, berth.Errorf(berth.CodeIdempotencyKeyReused,
-				"this Idempotency-Key was used with a different request")
-		}
-		if status == nil {
-			return berth.Response{}, false, nil // claimed and not answered: the transaction waits for it
-		}
-		return berth.Response{Status: int(*status), Body: body, Replayed: true}, true, nil
+		return keyAnswer(idem, hash, status, body)
 	}
 	c.full.mark(req, time.Now())
 	resp := berth.Response{}
 	resp.Status, resp.Body = idem.Render(nil, slotTakenWith(alts, fullWindowDetail))
+	return resp, true, nil
+}
+
+// keyAnswer is what a refusal by a read does with a key that has a row: a
+// replay of its answer, 422 for another request's key, or (claimed, not
+// answered yet) the transaction, which waits for it.
+func keyAnswer(idem *berth.Idem, hash string, status *int32, body []byte) (berth.Response, bool, error) {
+	if hash != idem.Hash {
+		return berth.Response{}, true, berth.Errorf(berth.CodeIdempotencyKeyReused,
+			"this Idempotency-Key was used with a different request")
+	}
+	if status == nil {
+		return berth.Response{}, false, nil
+	}
+	return berth.Response{Status: int(*status), Body: body, Replayed: true}, true, nil
+}
+
+// takenSlotDetail is the detail of the refusal of a slot someone holds or
+// booked.
+const takenSlotDetail = "the slot is held or booked by someone else"
+
+// refuseTakenSlot answers a hold of one slot by a read when the slot is
+// still held or booked by someone else (ok): the clinic's home, the slot's
+// hint (readSlotHint's read) and the key's stored answer in one round trip,
+// then, only to refuse, the alternatives in a second — what the
+// transaction's own refusal of a taken slot reads, without its fence, its
+// key claim, its stored answer and its commit.
+func (c *ClinicStore) refuseTakenSlot(ctx context.Context, req appointment.HoldRequest, idem *berth.Idem) (berth.Response, bool, error) {
+	b := &pgx.Batch{}
+	b.Queue(windowHomeSQL, string(berth.KindClinic), req.ClinicID)
+	b.Queue(slotHintSQL, req.ClinicID, req.SlotID)
+	b.Queue(windowKeySQL, req.ClinicID, idem.Key)
+	br := c.s.db.pool.SendBatch(ctx, b)
+	var (
+		home     string
+		h        slotHint
+		hash     string
+		status   *int32
+		body     []byte
+		keyFound = true
+	)
+	homeErr := br.QueryRow().Scan(&home)
+	hintErr := scanSlotHint(br.QueryRow(), &h)
+	keyErr := br.QueryRow().Scan(&hash, &status, &body)
+	if errors.Is(keyErr, pgx.ErrNoRows) {
+		keyFound, keyErr = false, nil
+	}
+	closeErr := br.Close()
+	if errors.Is(homeErr, pgx.ErrNoRows) || errors.Is(hintErr, pgx.ErrNoRows) {
+		return berth.Response{}, false, nil // no such clinic or slot: the transaction says so
+	}
+	if err := errors.Join(homeErr, hintErr, keyErr, closeErr); err != nil {
+		return berth.Response{}, true, classify(fmt.Errorf("read a slot: %w", err))
+	}
+	if home != c.s.region || !h.taken {
+		return berth.Response{}, false, nil
+	}
+	if keyFound {
+		return keyAnswer(idem, hash, status, body)
+	}
+	alts, err := alternatives(ctx, c.s.db.pool, req.ClinicID, h.doctorID, req.SlotID, req.GuestID, h.startsAt)
+	if err != nil {
+		return berth.Response{}, true, classify(err)
+	}
+	c.full.mark(req, time.Now())
+	resp := berth.Response{}
+	resp.Status, resp.Body = idem.Render(nil, slotTakenWith(alts, takenSlotDetail))
 	return resp, true, nil
 }

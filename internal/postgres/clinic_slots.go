@@ -141,14 +141,21 @@ type doctorPrice struct {
 	currency string
 }
 
+// slotHintSQL reads a slot's hint: its doctor, start, day and the doctor's
+// price, and whether someone holds or booked it (taken).
+const slotHintSQL = `SELECT s.doctor_id::TEXT, s.starts_at, s.local_date, d.prepay_required, d.price_cents, COALESCE(d.currency, ''),
+	        s.starts_at > now() AND NOT ` + takeableSQL + `
+	 FROM slots s JOIN doctors d ON d.clinic_id = s.clinic_id AND d.doctor_id = s.doctor_id
+	 WHERE s.clinic_id = $1 AND s.slot_id = $2`
+
+// scanSlotHint scans a row of slotHintSQL into h.
+func scanSlotHint(row pgx.Row, h *slotHint) error {
+	return row.Scan(&h.doctorID, &h.startsAt, &h.localDate, &h.prepay, &h.price.cents, &h.price.currency, &h.taken)
+}
+
 func readSlotHint(ctx context.Context, q querier, clinicID, slotID string) (slotHint, error) {
 	var h slotHint
-	err := q.QueryRow(ctx,
-		`SELECT s.doctor_id::TEXT, s.starts_at, s.local_date, d.prepay_required, d.price_cents, COALESCE(d.currency, ''),
-		        s.starts_at > now() AND NOT `+takeableSQL+`
-		 FROM slots s JOIN doctors d ON d.clinic_id = s.clinic_id AND d.doctor_id = s.doctor_id
-		 WHERE s.clinic_id = $1 AND s.slot_id = $2`, clinicID, slotID).Scan(&h.doctorID, &h.startsAt, &h.localDate, &h.prepay,
-		&h.price.cents, &h.price.currency, &h.taken)
+	err := scanSlotHint(q.QueryRow(ctx, slotHintSQL, clinicID, slotID), &h)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return h, berth.Errorf(berth.CodeNotFound, "slot %s not found", slotID)
 	}
