@@ -128,8 +128,9 @@ func expireAppointment(ctx context.Context, tx pgx.Tx, clinicID, apptID string) 
 // prepayment the appointment is confirmed in the same transaction. Losing
 // the slot is a committed 409 slot_taken naming alternatives.
 //
-// A window found full a moment ago is asked by a read first
-// (refuseFullWindow): still full, it is refused without a transaction.
+// A window found full, or a named slot found taken, a moment ago is asked
+// by a read first (refuseByRead): still full or taken, it is refused
+// without a transaction, and nothing is stored with the key.
 func (c *ClinicStore) Hold(ctx context.Context, req appointment.HoldRequest, idem *berth.Idem) (berth.Response, error) {
 	if resp, ok, err := c.refuseByRead(ctx, req, idem); ok {
 		return resp, err
