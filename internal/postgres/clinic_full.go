@@ -32,6 +32,11 @@ import (
 // The read is the database's state after the request arrived, so the answer
 // is as fresh as the transaction's own read would have been: no bound to
 // state, nothing to invalidate.
+//
+// A hold of a named slot found taken a moment ago (the hint: a hold of it
+// took it or found it held or booked) is answered the same way
+// (refuseTakenSlot, ADR 0011 2026-12-02): its home, its hint and its key
+// read first, the alternatives only to refuse.
 
 // fullHintFor is how long a window found full makes the next holds of the
 // same window ask the read first.
