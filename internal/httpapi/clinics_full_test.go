@@ -18,15 +18,7 @@ import (
 // freed by a cancel is taken at once by the next hold, for every one of
 // several cancels racing each other.
 func TestFullWindowAnsweredByARead(t *testing.T) {
-	e := startClinics(t, 0)
-	clinic := e.seedClinic("Europe/Madrid")
-	doctor := e.seedDoctor(clinic, 20, false, allWeek("07:00", "15:00"))
-	day := bookingtest.Date(14)
-	e.materialize(clinic, day, bookingtest.Date(15))
-	slots := e.slots(clinic, doctor, day)
-	if len(slots) != 24 {
-		t.Fatalf("%d slots, want 24", len(slots))
-	}
+	e, clinic, doctor, slots := startDayOf24(t)
 	body := func(guest string, end time.Time) map[string]any {
 		return map[string]any{"guest_id": guest, "doctor_id": doctor,
 			"window_start": slots[0].StartsAt.Format(time.RFC3339), "window_end": end.Format(time.RFC3339)}

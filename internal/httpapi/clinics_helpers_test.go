@@ -24,6 +24,23 @@ func startClinics(t testing.TB, holdTTL time.Duration) *clinicEnv {
 	return startClinicsWith(t, holdTTL, bookingtest.Options{})
 }
 
+// startDayOf24 starts a clinics environment with one clinic (Madrid), one
+// doctor (20-minute slots, 07:00–15:00, no prepayment) and that doctor's
+// day in two weeks materialized: its 24 slots, in order.
+func startDayOf24(t *testing.T) (e *clinicEnv, clinic, doctor string, slots []slotView) {
+	t.Helper()
+	e = startClinics(t, 0)
+	clinic = e.seedClinic("Europe/Madrid")
+	doctor = e.seedDoctor(clinic, 20, false, allWeek("07:00", "15:00"))
+	day := bookingtest.Date(14)
+	e.materialize(clinic, day, bookingtest.Date(15))
+	slots = e.slots(clinic, doctor, day)
+	if len(slots) != 24 {
+		t.Fatalf("%d slots, want 24", len(slots))
+	}
+	return e, clinic, doctor, slots
+}
+
 // startClinicsWith is startClinics with more options (e.g. guest limits).
 func startClinicsWith(t testing.TB, holdTTL time.Duration, opts bookingtest.Options) *clinicEnv {
 	t.Helper()

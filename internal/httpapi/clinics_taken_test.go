@@ -17,15 +17,7 @@ import (
 // another slot 422 — and the slot freed by a cancel is taken at once by the
 // next hold of it.
 func TestTakenSlotAnsweredByARead(t *testing.T) {
-	e := startClinics(t, 0)
-	clinic := e.seedClinic("Europe/Madrid")
-	doctor := e.seedDoctor(clinic, 20, false, allWeek("07:00", "15:00"))
-	day := bookingtest.Date(14)
-	e.materialize(clinic, day, bookingtest.Date(15))
-	slots := e.slots(clinic, doctor, day)
-	if len(slots) != 24 {
-		t.Fatalf("%d slots, want 24", len(slots))
-	}
+	e, clinic, _, slots := startDayOf24(t)
 	target := slots[5].ID
 	path := "/v1/clinics/" + clinic + "/appointments"
 	body := func(guest, slot string) map[string]any { return map[string]any{"guest_id": guest, "slot_id": slot} }
