@@ -7,8 +7,6 @@ import (
 	"github.com/berthhq/berth/internal/bookingtest"
 	"github.com/berthhq/berth/internal/postgres"
 	"github.com/berthhq/berth/internal/telemetry"
-	"github.com/exaring/otelpgx"
-	"go.opentelemetry.io/otel/attribute"
 )
 
 // BenchmarkPoolAcquire is one pooled round trip (a ping: acquire, the
@@ -30,13 +28,7 @@ func BenchmarkPoolAcquire(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = shutdown(context.Background()) })
-	withAcquire := otelpgx.NewTracer(
-		otelpgx.WithTracerProvider(tel.TracerProvider()),
-		otelpgx.WithMeterProvider(tel.MeterProvider()),
-		otelpgx.WithTracerAttributes(attribute.String("db.system", "postgresql")),
-		otelpgx.WithMeterAttributes(attribute.String("region", tel.Region())),
-		otelpgx.WithTrimSQLInSpanName(),
-	)
+	withAcquire := postgres.QueryTracerWithAcquireForTest(tel)
 	for _, c := range []struct {
 		name string
 		opts postgres.Options

@@ -29,11 +29,17 @@ type Telemetry interface {
 // (berth_db_pool_empty_acquire_total, berth_db_pool_acquire_wait_seconds_total:
 // DB.PoolStats).
 func queryTracer(t Telemetry) pgx.QueryTracer {
+	return otelpgx.NewTracer(append(tracerOptions(t), otelpgx.WithDisableAcquireTracer())...)
+}
+
+// tracerOptions are queryTracer's options but the one that turns the
+// acquire tracer off.
+func tracerOptions(t Telemetry) []otelpgx.Option {
 	var attrs []attribute.KeyValue
 	if r := t.Region(); r != "" {
 		attrs = append(attrs, attribute.String("region", r))
 	}
-	return otelpgx.NewTracer(
+	return []otelpgx.Option{
 		otelpgx.WithTracerProvider(t.TracerProvider()),
 		otelpgx.WithMeterProvider(t.MeterProvider()),
 		// db.system.name is the current convention; db.system is what most
@@ -41,6 +47,5 @@ func queryTracer(t Telemetry) pgx.QueryTracer {
 		otelpgx.WithTracerAttributes(attribute.String("db.system", "postgresql")),
 		otelpgx.WithMeterAttributes(attrs...),
 		otelpgx.WithTrimSQLInSpanName(),
-		otelpgx.WithDisableAcquireTracer(),
-	)
+	}
 }
