@@ -261,9 +261,7 @@ type windowReads struct {
 func (w *windowReads) of(req appointment.HoldRequest) *firstReads {
 	return &firstReads{
 		queue: func(b *pgx.Batch) {
-			b.Queue(`SELECT d.prepay_required, d.price_cents, COALESCE(d.currency, ''), cl.timezone,
-					EXISTS (SELECT 1 FROM slots s WHERE s.clinic_id = d.clinic_id AND s.doctor_id = d.doctor_id
-						AND s.starts_at >= $3 AND s.starts_at < $4 AND s.starts_at > now() AND `+takeableSQL+`)
+			b.Queue(`SELECT d.prepay_required, d.price_cents, COALESCE(d.currency, ''), cl.timezone, `+windowHasSlotSQL+`
 				FROM doctors d JOIN clinics cl ON cl.clinic_id = d.clinic_id
 				WHERE d.clinic_id = $1 AND d.doctor_id = $2`,
 				req.ClinicID, req.DoctorID, req.WindowStart, req.WindowEnd)

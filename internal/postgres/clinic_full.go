@@ -92,9 +92,12 @@ func (h *fullHints) recent(req appointment.HoldRequest, now time.Time) bool {
 // (alternativesSQL) and the key's stored answer.
 const windowHomeSQL = `SELECT home_region FROM placements WHERE kind = $1 AND partition_id = $2`
 
-const windowOpenSQL = `SELECT EXISTS (SELECT 1 FROM slots s WHERE s.clinic_id = d.clinic_id AND s.doctor_id = d.doctor_id
-		AND s.starts_at >= $3 AND s.starts_at < $4 AND s.starts_at > now() AND ` + takeableSQL + `)
-	FROM doctors d WHERE d.clinic_id = $1 AND d.doctor_id = $2`
+const windowOpenSQL = `SELECT ` + windowHasSlotSQL + ` FROM doctors d WHERE d.clinic_id = $1 AND d.doctor_id = $2`
+
+// windowHasSlotSQL is whether the doctor of a row d has a takeable slot
+// starting in [$3, $4).
+const windowHasSlotSQL = `EXISTS (SELECT 1 FROM slots s WHERE s.clinic_id = d.clinic_id AND s.doctor_id = d.doctor_id
+		AND s.starts_at >= $3 AND s.starts_at < $4 AND s.starts_at > now() AND ` + takeableSQL + `)`
 
 const windowKeySQL = `SELECT request_hash, response_status, response_body FROM idempotency_keys
 	WHERE partition_id = $1 AND idem_key = $2`
