@@ -164,6 +164,9 @@ var ExpectedOutcomes = map[string]bool{
 	"ok": true, "sold_out": true, "slot_taken": true, "hold_expired": true, "invalid_state": true,
 	// A check-in or an upgrade refused because the rooms ran out: the desk walks the guest.
 	"no_room_free": true,
+	// A clinic hold during an active waiting-room window, before the patient
+	// joined the room: the contract's signal to queue (the patient then does).
+	"waiting_room": true,
 }
 
 // ErrorRate is the share of an operation's answers that are errors.

@@ -277,20 +277,24 @@ func (e *Env) openClinic(ctx context.Context, region, clinicID string, doctors i
 }
 
 // patient is one arrival of the opening with the given model: patient i
-// sees doctor i mod doctors, joins the waiting room when the clinic has
-// one, and holds as its model says.
+// sees doctor i mod doctors and holds as its model says. It joins the
+// waiting room only when a hold is refused 428 waiting_room (API.md: the
+// clinic's window is active), then asks again with the access token — as
+// a client that follows the contract does, so a clinic without a waiting
+// room gets no request but the patient's holds.
 func (e *Env) patient(model string, cl openedClinic, ledger *audit.Ledger, booked *atomic.Int64) engine.Task {
 	regions := e.Client.Targets.Regions
 	return func(ctx context.Context, s *engine.Session) {
 		guest := "pat-" + uuid.NewString()[:12]
 		tok := e.Client.Guest(guest)
 		region := regions[int(s.Index)%len(regions)]
-		hdr := e.admitted(ctx, s, region, cl.id, tok)
+		var hdr map[string]string // the waiting room's access token, once admitted
 		d := cl.doctors[int(s.Index)%len(cl.doctors)]
 		ss := cl.slots[d]
-		// hold makes one hold request and says what came back: whether it
-		// booked, and the alternatives of a 409 slot_taken.
-		hold := func(body map[string]any) (alternatives []slot) {
+		// ask makes one hold request and says what came back: whether it
+		// booked, the alternatives of a 409 slot_taken, and whether the
+		// waiting room refused it (428 waiting_room).
+		ask := func(body map[string]any) (alternatives []slot, gated bool) {
 			body["guest_id"], body["channel"] = guest, "app"
 			s.Measure("hold", func() string {
 				resp, err := e.Client.Do(ctx, client.Request{Region: region, Method: http.MethodPost, Path: "/v1/clinics/" + cl.id + "/appointments",
@@ -315,8 +319,19 @@ func (e *Env) patient(model string, cl openedClinic, ledger *audit.Ledger, booke
 						alternatives = []slot{}
 					}
 				}
+				gated = err == nil && resp.Status == http.StatusPreconditionRequired && resp.Code() == "waiting_room"
 				return client.Outcome(resp, err)
 			})
+			return alternatives, gated
+		}
+		// hold asks; the first 428 waiting_room sends the patient through
+		// the waiting room, and the same hold is asked again once admitted.
+		hold := func(body map[string]any) []slot {
+			alternatives, gated := ask(body)
+			if gated && hdr == nil {
+				hdr = e.admitted(ctx, s, region, cl.id, tok)
+				alternatives, _ = ask(body)
+			}
 			return alternatives
 		}
 		switch model {
@@ -333,8 +348,9 @@ func (e *Env) patient(model string, cl openedClinic, ledger *audit.Ledger, booke
 	}
 }
 
-// admitted takes the clinic's waiting room when it has one: a ticket, then
-// a bounded poll until admitted. It returns the headers a hold then needs.
+// admitted takes the clinic's waiting room: a ticket, then a bounded poll
+// until admitted. It returns the headers a hold then needs (none when the
+// room gave no ticket or no admission: the hold is asked again without).
 func (e *Env) admitted(ctx context.Context, s *engine.Session, region, clinicID, tok string) map[string]string {
 	hdr := map[string]string{}
 	var ticket struct {

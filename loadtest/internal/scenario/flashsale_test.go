@@ -3,6 +3,10 @@ package scenario
 import (
 	"context"
 	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -55,8 +59,25 @@ func startEnv(t *testing.T) *Env {
 // startEnvWith is startEnv with server options (e.g. the clinic routes).
 func startEnvWith(t *testing.T, opts bookingtest.Options) *Env {
 	t.Helper()
+	return startEnvFront(t, opts, nil)
+}
+
+// startEnvFront is startEnvWith with the client's requests going through
+// front (given the booking server's handler as a reverse proxy) when set.
+func startEnvFront(t *testing.T, opts bookingtest.Options, front func(http.Handler) http.Handler) *Env {
+	t.Helper()
 	env := bookingtest.Start(t, opts)
-	tg, err := client.ParseTargets("us-east=" + env.URL)
+	target := env.URL
+	if front != nil {
+		u, err := url.Parse(env.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(front(httputil.NewSingleHostReverseProxy(u)))
+		t.Cleanup(srv.Close)
+		target = srv.URL
+	}
+	tg, err := client.ParseTargets("us-east=" + target)
 	if err != nil {
 		t.Fatal(err)
 	}
