@@ -9,14 +9,14 @@ import (
 )
 
 // warmStatements are the statements every connection of the pool plans
-// as it opens (postgres.Options.Warm): the hold path's. A prepaid hold's
-// payment intent sends none (the development provider's is a signed token,
-// ADR 0027; Stripe's an HTTP call).
+// as it opens (postgres.Options.Warm): the hold path's and the appointment
+// hold path's. A prepaid hold's payment intent sends none (the development
+// provider's is a signed token, ADR 0027; Stripe's an HTTP call).
 func warmStatements(cfg serveConfig) []string {
 	if cfg.WarmConns == 0 {
 		return nil
 	}
-	return postgres.HoldStatements()
+	return postgres.WarmStatements()
 }
 
 // wireWarmUp opens BERTH_DB_WARM_CONNS connections with the hold path's

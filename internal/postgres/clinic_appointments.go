@@ -223,11 +223,7 @@ func (c *ClinicStore) Hold(ctx context.Context, req appointment.HoldRequest, ide
 			evs = append(evs, ev...)
 			au.add(slotID, t.prevAppt, systemActor, appointment.ChannelSystem, appointment.SlotHeld, appointment.SlotOpen)
 		}
-		b.Queue(`INSERT INTO appointments (clinic_id, appointment_id, home_region, doctor_id, slot_id, guest_id, starts_at,
-				ends_at, local_date, status, channel, created_by_subject, created_by_role, hold_expires_at, version, created_at, updated_at,
-				price_cents, currency, contact_email, contact_phone, contact_push_token)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, 1, $15, $15, $16, NULLIF($17, ''), NULLIF($18, ''), NULLIF($19, ''),
-				NULLIF($20, ''))`,
+		b.Queue(insertAppointmentSQL,
 			a.ClinicID, a.ID, c.s.region, a.DoctorID, a.SlotID, a.GuestID, a.StartsAt, a.EndsAt, t.localDate,
 			string(a.Status), string(a.Channel), a.CreatedBy.Subject, a.CreatedBy.Role, a.HoldExpiresAt, a.CreatedAt,
 			a.PriceCents, a.Currency, a.ContactEmail, a.ContactPhone, a.ContactPushToken)
@@ -257,14 +253,18 @@ type windowReads struct {
 	alts         []appointment.Slot
 }
 
+// windowDoctorSQL reads the doctor of a window hold ($1 clinic, $2
+// doctor): their prepayment and price, the clinic's time zone, and whether
+// the window [$3, $4) has a takeable slot.
+const windowDoctorSQL = `SELECT d.prepay_required, d.price_cents, COALESCE(d.currency, ''), cl.timezone, ` + windowHasSlotSQL + `
+				FROM doctors d JOIN clinics cl ON cl.clinic_id = d.clinic_id
+				WHERE d.clinic_id = $1 AND d.doctor_id = $2`
+
 // of is the firstReads that fill w for req.
 func (w *windowReads) of(req appointment.HoldRequest) *firstReads {
 	return &firstReads{
 		queue: func(b *pgx.Batch) {
-			b.Queue(`SELECT d.prepay_required, d.price_cents, COALESCE(d.currency, ''), cl.timezone, `+windowHasSlotSQL+`
-				FROM doctors d JOIN clinics cl ON cl.clinic_id = d.clinic_id
-				WHERE d.clinic_id = $1 AND d.doctor_id = $2`,
-				req.ClinicID, req.DoctorID, req.WindowStart, req.WindowEnd)
+			b.Queue(windowDoctorSQL, req.ClinicID, req.DoctorID, req.WindowStart, req.WindowEnd)
 			b.Queue(alternativesSQL, req.ClinicID, req.DoctorID, "", req.WindowStart, appointment.AlternativeCandidates)
 		},
 		read: func(br pgx.BatchResults) error {
@@ -676,3 +676,11 @@ func (c *ClinicStore) Reschedule(ctx context.Context, clinicID, apptID, newSlotI
 		return a, queueEvents(ctx, b, c.s.region, append(evs, appointmentEvent(appointment.EventRescheduled, a))...)
 	})
 }
+
+// insertAppointmentSQL records a new appointment (a hold, or one confirmed
+// at once) in the transaction that took its slot.
+const insertAppointmentSQL = `INSERT INTO appointments (clinic_id, appointment_id, home_region, doctor_id, slot_id, guest_id, starts_at,
+				ends_at, local_date, status, channel, created_by_subject, created_by_role, hold_expires_at, version, created_at, updated_at,
+				price_cents, currency, contact_email, contact_phone, contact_push_token)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, 1, $15, $15, $16, NULLIF($17, ''), NULLIF($18, ''), NULLIF($19, ''),
+				NULLIF($20, ''))`

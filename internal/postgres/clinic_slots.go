@@ -344,12 +344,15 @@ func (a *audit) add(slotID, apptID string, actor appointment.Actor, ch appointme
 	a.rows = append(a.rows, auditRow{slotID, apptID, actor, ch, from, to})
 }
 
+// insertSlotAuditSQL records one transition of a slot.
+const insertSlotAuditSQL = `INSERT INTO slot_audit (clinic_id, slot_id, audit_id, home_region, seq, actor_subject, actor_role,
+				channel, from_status, to_status, appointment_id)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, NULLIF($11, '')::UUID)`
+
 func (a *audit) flush(b *pgx.Batch) {
 	for i, r := range a.rows {
 		// A new id per attempt is fine: a rolled-back attempt's row never existed.
-		b.Queue(`INSERT INTO slot_audit (clinic_id, slot_id, audit_id, home_region, seq, actor_subject, actor_role,
-				channel, from_status, to_status, appointment_id)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, NULLIF($11, '')::UUID)`,
+		b.Queue(insertSlotAuditSQL,
 			a.clinicID, r.slotID, uuid.NewString(), a.region, i, r.actor.Subject, r.actor.Role,
 			string(r.channel), string(r.from), string(r.to), r.apptID)
 	}

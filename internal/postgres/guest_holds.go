@@ -95,6 +95,18 @@ func releaseGuestHolds(ctx context.Context, tx pgx.Tx, holds []reservation.Reser
 	return nil
 }
 
+// lockClinicGuestSQL locks (creating it if need be) the guest's row of a
+// clinic: step 1 of the clinic lock order for a guest.
+const lockClinicGuestSQL = `INSERT INTO clinic_guests (clinic_id, guest_id, home_region) VALUES ($1, $2, $3)
+		ON CONFLICT (clinic_id, guest_id) DO UPDATE SET touched_at = now()`
+
+// countClinicGuestSQL counts a guest's live appointments of a clinic: held
+// and not lapsed, or confirmed and not yet over; the first count is of the
+// held ones.
+const countClinicGuestSQL = `SELECT count(*) FILTER (WHERE status = 'held'), count(*) FROM appointments
+		WHERE clinic_id = $1 AND guest_id = $2 AND ends_at > now()
+		  AND (status = 'confirmed' OR (status = 'held' AND hold_expires_at >= now()))`
+
 // checkClinicGuest enforces the per-guest limits of a clinic before a hold
 // (isHold: the appointment will be held for prepayment; otherwise it is
 // confirmed at once and counts only towards the quantity) and locks the
@@ -110,11 +122,8 @@ func releaseGuestHolds(ctx context.Context, tx pgx.Tx, holds []reservation.Reser
 func (c *ClinicStore) checkClinicGuest(ctx context.Context, tx pgx.Tx, clinicID, guestID string, isHold bool,
 	doctorID string, days []time.Time, busyOn *time.Time) (busy bool, err error) {
 	b := &pgx.Batch{}
-	b.Queue(`INSERT INTO clinic_guests (clinic_id, guest_id, home_region) VALUES ($1, $2, $3)
-		ON CONFLICT (clinic_id, guest_id) DO UPDATE SET touched_at = now()`, clinicID, guestID, c.s.region)
-	b.Queue(`SELECT count(*) FILTER (WHERE status = 'held'), count(*) FROM appointments
-		WHERE clinic_id = $1 AND guest_id = $2 AND ends_at > now()
-		  AND (status = 'confirmed' OR (status = 'held' AND hold_expires_at >= now()))`, clinicID, guestID)
+	b.Queue(lockClinicGuestSQL, clinicID, guestID, c.s.region)
+	b.Queue(countClinicGuestSQL, clinicID, guestID)
 	b.Queue(lockGuestDaysSQL, clinicID, doctorID, guestID, c.s.region, days)
 	if busyOn != nil {
 		b.Queue(liveElsewhereSQL, clinicID, doctorID, guestID, *busyOn, "")

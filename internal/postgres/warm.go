@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -223,3 +224,27 @@ const placementSQL = `SELECT kind, partition_id::TEXT, home_region, version, upd
 // miss, which a flash sale of a new hotel sends from every router at its
 // start, to warm a router's pool with.
 func PlacementStatements() []string { return []string{placementSQL} }
+
+// WarmStatements returns what a booking service warms its pool with: the
+// hold path's statements and the appointment hold path's, each once.
+func WarmStatements() []string {
+	var all []string
+	for _, sql := range append(HoldStatements(), AppointmentHoldStatements()...) {
+		if !slices.Contains(all, sql) {
+			all = append(all, sql)
+		}
+	}
+	return all
+}
+
+// AppointmentHoldStatements returns every statement an appointment hold
+// may send. TestWarmCoversTheAppointmentHoldPath (internal/httpapi) fails
+// when the hold path sends one not here.
+func AppointmentHoldStatements() []string {
+	return []string{
+		fenceSQL, claimKeySQL, storeResponseSQL, storedKeyAnswerSQL, insertOutboxSQL,
+		slotHintSQL, takeSlotSQL, lockClinicGuestSQL, countClinicGuestSQL, lockGuestDaysSQL, liveElsewhereSQL,
+		insertAppointmentSQL, insertSlotAuditSQL, alternativesSQL,
+		windowDoctorSQL, takeFirstSQL, windowHomeSQL, windowOpenSQL,
+	}
+}

@@ -139,7 +139,8 @@ func TestWarmPlansEveryStatementWritingNothing(t *testing.T) {
 	ctx := context.Background()
 	url := dbtest.NewURL(t)
 	const conns = 3
-	db, err := postgres.Open(ctx, url, postgres.Options{MinConns: conns, MaxConns: 8, Warm: warmed()})
+	all := postgres.WarmStatements()
+	db, err := postgres.Open(ctx, url, postgres.Options{MinConns: conns, MaxConns: 8, Warm: all})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,8 +164,8 @@ func TestWarmPlansEveryStatementWritingNothing(t *testing.T) {
 	if err != nil {
 		t.Fatalf("warm: %v", err)
 	}
-	if st.Conns != conns || st.Statements != len(warmed()) {
-		t.Errorf("warmed %+v, want %d connections and %d statements", st, conns, len(warmed()))
+	if st.Conns != conns || st.Statements != len(all) {
+		t.Errorf("warmed %+v, want %d connections and %d statements", st, conns, len(all))
 	}
 	if ps := db.PoolStats(); ps.Total < conns {
 		t.Errorf("%d connections open after warming %d", ps.Total, conns)
@@ -174,7 +175,9 @@ func TestWarmPlansEveryStatementWritingNothing(t *testing.T) {
 		(SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'EXPLAIN %'),
 		(SELECT count(*) FROM reservations) + (SELECT count(*) FROM outbox) + (SELECT count(*) FROM idempotency_keys) +
 		(SELECT count(*) FROM guest_holds) + (SELECT count(*) FROM dev_payment_intents) +
-		(SELECT count(*) FROM room_inventory WHERE reserved > 0)`).Scan(&planned, &rows); err != nil {
+		(SELECT count(*) FROM room_inventory WHERE reserved > 0) + (SELECT count(*) FROM appointments) +
+		(SELECT count(*) FROM slots) + (SELECT count(*) FROM slot_audit) + (SELECT count(*) FROM clinic_guests) +
+		(SELECT count(*) FROM clinic_guest_days)`).Scan(&planned, &rows); err != nil {
 		t.Fatal(err)
 	}
 	if planned < conns {
