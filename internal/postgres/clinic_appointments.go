@@ -243,14 +243,16 @@ const fullWindowDetail = "no open slot of this doctor in the window"
 
 // windowReads are the reads a hold by window makes before it locks
 // anything, sent in the transaction's first round trip with the fence and
-// the key claim (firstReads): the doctor, whether the window has a
-// takeable slot, and the alternatives to offer if it has none — most
-// window holds of a busy opening find their window full.
+// the key claim (firstReads): the doctor, and whether the window has a
+// takeable slot. The alternatives of a full window are read only when it
+// is full: most window holds that reach a transaction win (the holds of a
+// window found full a moment ago are refused by a read, ADR 0011), and
+// reading the alternatives of every one cost more than the round trip the
+// few refusals now take.
 type windowReads struct {
 	prepay, open bool
 	price        doctorPrice
 	tz           string
-	alts         []appointment.Slot
 }
 
 // windowDoctorSQL reads the doctor of a window hold ($1 clinic, $2
@@ -265,21 +267,14 @@ func (w *windowReads) of(req appointment.HoldRequest) *firstReads {
 	return &firstReads{
 		queue: func(b *pgx.Batch) {
 			b.Queue(windowDoctorSQL, req.ClinicID, req.DoctorID, req.WindowStart, req.WindowEnd)
-			b.Queue(alternativesSQL, req.ClinicID, req.DoctorID, "", req.WindowStart, appointment.AlternativeCandidates)
 		},
 		read: func(br pgx.BatchResults) error {
 			*w = windowReads{}
 			err := br.QueryRow().Scan(&w.prepay, &w.price.cents, &w.price.currency, &w.tz, &w.open)
-			var altsErr error
-			if rows, qerr := br.Query(); qerr != nil {
-				altsErr = qerr
-			} else {
-				w.alts, altsErr = spreadAlternatives(rows, req.DoctorID, req.GuestID, req.WindowStart)
-			}
 			if errors.Is(err, pgx.ErrNoRows) {
 				return berth.Errorf(berth.CodeNotFound, "doctor %s not found", req.DoctorID)
 			}
-			if err := errors.Join(err, altsErr); err != nil {
+			if err != nil {
 				return fmt.Errorf("read doctor and window: %w", err)
 			}
 			return nil
@@ -297,7 +292,8 @@ func (w *windowReads) of(req appointment.HoldRequest) *firstReads {
 // answer when a whole opening asks for the first hour — is refused on those
 // reads before anything is locked or written (only the idempotency key is,
 // so a replay answers the same), with the alternatives offered to this
-// guest. Otherwise the per-guest checks and the guest's day rows come
+// guest, read then (the next holds of that window are refused by a read,
+// refuseFullWindow, without a transaction). Otherwise the per-guest checks and the guest's day rows come
 // first (the lock order of docs/adr/0003-lock-order.md), then one
 // statement picks and takes the slot (takeFirstSQL): slots other requests
 // are taking right now are skipped, not waited for, so a herd on one
@@ -307,7 +303,7 @@ func (c *ClinicStore) holdInWindow(ctx context.Context, tx pgx.Tx, req appointme
 	prepay, price := w.prepay, w.price
 	if !w.open {
 		c.full.mark(req, time.Now())
-		return took{}, false, price, slotTakenWith(w.alts, fullWindowDetail)
+		return took{}, false, price, slotTaken(ctx, tx, req.ClinicID, req.DoctorID, "", req.GuestID, req.WindowStart, fullWindowDetail)
 	}
 	loc, err := location(w.tz)
 	if err != nil {
