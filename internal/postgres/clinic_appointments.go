@@ -130,10 +130,26 @@ func expireAppointment(ctx context.Context, tx pgx.Tx, clinicID, apptID string) 
 //
 // A window found full, or a named slot found taken, a moment ago is asked
 // by a read first (refuseByRead): still full or taken, it is refused
-// without a transaction, and nothing is stored with the key.
+// without a transaction, and nothing is stored with the key. A hold of a
+// named slot another hold of which is in its transaction in this process
+// waits for that one to end first (slotFlights).
 func (c *ClinicStore) Hold(ctx context.Context, req appointment.HoldRequest, idem *berth.Idem) (berth.Response, error) {
-	if resp, ok, err := c.refuseByRead(ctx, req, idem); ok {
-		return resp, err
+	deadline := time.Now().Add(slotFlightWait)
+	for {
+		if resp, ok, err := c.refuseByRead(ctx, req, idem); ok {
+			return resp, err
+		}
+		if req.ByWindow() {
+			break
+		}
+		wait, leave := c.flights.join(fullHintKey(req))
+		if wait == nil {
+			defer leave()
+			break
+		}
+		if !waitFlight(ctx, wait, deadline) {
+			break // past the bound, or the request ended: its transaction decides
+		}
 	}
 	if idem != nil && !idem.Webhook {
 		// A retry of this key meanwhile must wait for this answer, not be
@@ -680,3 +696,18 @@ const insertAppointmentSQL = `INSERT INTO appointments (clinic_id, appointment_i
 				price_cents, currency, contact_email, contact_phone, contact_push_token)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, 1, $15, $15, $16, NULLIF($17, ''), NULLIF($18, ''), NULLIF($19, ''),
 				NULLIF($20, ''))`
+
+// waitFlight waits for wait to close, and says whether it did before the
+// deadline and before ctx ended.
+func waitFlight(ctx context.Context, wait <-chan struct{}, deadline time.Time) bool {
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-wait:
+		return true
+	case <-t.C:
+		return false
+	case <-ctx.Done():
+		return false
+	}
+}

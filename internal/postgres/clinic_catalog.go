@@ -27,6 +27,8 @@ type ClinicStore struct {
 	holdTTL time.Duration
 	// full: the windows found full a moment ago (clinic_full.go).
 	full fullHints
+	// flights: the holds of named slots in a transaction (clinic_full.go).
+	flights slotFlights
 	// offerTTL is how long a waitlist offer's hold waits (holdTTL unless
 	// set: SetOfferTTL).
 	offerTTL time.Duration

@@ -86,6 +86,46 @@ func (h *fullHints) recent(req appointment.HoldRequest, now time.Time) bool {
 	return ok && now.Sub(at) < fullHintFor
 }
 
+// slotFlights are the holds of named slots in a transaction in this
+// process: at most one per slot at a time (ADR 0011, 2026-12-02 later).
+// The holds of a slot that arrive while one is in its transaction wait for
+// it to end and then ask the read first (refuseByRead): at an opening the
+// herd on a slot arrives while its winner's transaction runs, and each of
+// them had gone into a transaction of its own, to queue on the slot's lock
+// and store a 409 with its key. A waiting hold decides nothing: after the
+// wait it is asked exactly as a hold arriving then would be.
+type slotFlights struct {
+	mu sync.Mutex
+	m  map[string]chan struct{}
+}
+
+// join makes the caller the slot's hold in flight — wait is nil, and leave
+// must be called when its transaction has ended — or, when another hold of
+// the slot is in flight, returns a channel closed when that one leaves.
+func (f *slotFlights) join(slot string) (wait <-chan struct{}, leave func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if ch, ok := f.m[slot]; ok {
+		return ch, nil
+	}
+	if f.m == nil {
+		f.m = map[string]chan struct{}{}
+	}
+	ch := make(chan struct{})
+	f.m[slot] = ch
+	return nil, func() {
+		f.mu.Lock()
+		delete(f.m, slot)
+		f.mu.Unlock()
+		close(ch)
+	}
+}
+
+// slotFlightWait bounds how long a hold waits for the hold of its slot in
+// flight; past it, it goes to its transaction (which queues on the slot's
+// lock, as every hold did before).
+const slotFlightWait = 5 * time.Second
+
 // The read of a window hold before its transaction, in one round trip: the
 // clinic's home (no FOR SHARE: nothing is written), whether the window has a
 // takeable slot (holdInWindow's first read), the alternatives
