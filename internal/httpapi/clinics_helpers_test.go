@@ -26,10 +26,14 @@ func startClinics(t testing.TB, holdTTL time.Duration) *clinicEnv {
 
 // startDayOf24 starts a clinics environment with one clinic (Madrid), one
 // doctor (20-minute slots, 07:00–15:00, no prepayment) and that doctor's
-// day in two weeks materialized: its 24 slots, in order.
+// day in two weeks materialized: its 24 slots, in order. The read hint of
+// a full window or a taken slot lasts a minute (1 s in production), so that
+// the tests of the reads' refusals do not depend on how fast the machine
+// runs them.
 func startDayOf24(t *testing.T) (e *clinicEnv, clinic, doctor string, slots []slotView) {
 	t.Helper()
 	e = startClinics(t, 0)
+	e.Clinics.SetReadHintTTL(time.Minute)
 	clinic = e.seedClinic("Europe/Madrid")
 	doctor = e.seedDoctor(clinic, 20, false, allWeek("07:00", "15:00"))
 	day := bookingtest.Date(14)

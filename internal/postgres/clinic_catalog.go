@@ -34,6 +34,18 @@ type ClinicStore struct {
 	offerTTL time.Duration
 }
 
+// SetReadHintTTL sets how long a window found full, or a slot found taken,
+// makes the next holds of it ask a read first (1 s unless set; ADR 0011).
+// The hint only chooses which way a hold asks the database, never its
+// answer, so its length changes no decision; tests set it long so that
+// what they prove does not depend on how fast the machine runs them. Call
+// it while wiring, or before the holds it should govern.
+func (c *ClinicStore) SetReadHintTTL(d time.Duration) {
+	c.full.mu.Lock()
+	defer c.full.mu.Unlock()
+	c.full.ttl = d
+}
+
 // DefaultSlotHoldTTL is how long a clinic hold lasts unless configured.
 const DefaultSlotHoldTTL = 5 * time.Minute
 

@@ -49,6 +49,17 @@ const fullHintMax = 4096
 type fullHints struct {
 	mu   sync.Mutex
 	seen map[string]time.Time
+	// ttl is how long a hint lasts: fullHintFor unless set
+	// (ClinicStore.SetReadHintTTL).
+	ttl time.Duration
+}
+
+// lasts is how long a hint lasts.
+func (h *fullHints) lasts() time.Duration {
+	if h.ttl > 0 {
+		return h.ttl
+	}
+	return fullHintFor
 }
 
 // fullHintKey is the hint of a hold's window or, for a hold of one slot,
@@ -69,7 +80,7 @@ func (h *fullHints) mark(req appointment.HoldRequest, now time.Time) {
 	}
 	if len(h.seen) >= fullHintMax {
 		for k, at := range h.seen {
-			if now.Sub(at) >= fullHintFor {
+			if now.Sub(at) >= h.lasts() {
 				delete(h.seen, k)
 			}
 		}
@@ -83,7 +94,7 @@ func (h *fullHints) recent(req appointment.HoldRequest, now time.Time) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	at, ok := h.seen[fullHintKey(req)]
-	return ok && now.Sub(at) < fullHintFor
+	return ok && now.Sub(at) < h.lasts()
 }
 
 // slotFlights are the holds of named slots in a transaction in this
