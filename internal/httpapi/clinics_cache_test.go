@@ -16,23 +16,7 @@ import (
 // them at once: the next read shows the held slot.
 func TestCachedSlotsReflectHold(t *testing.T) {
 	t.Parallel()
-	var clinics *postgres.ClinicStore
-	env, _, _ := startCached(t, rediscache.Options{TTL: time.Minute}, bookingtest.Options{Configure: func(cfg *httpapi.Config, s *postgres.Store) {
-		clinics = postgres.NewClinicStore(s, 5*time.Minute)
-		cfg.Clinics = clinics
-	}})
-	ce := &clinicEnv{Env: env, Clinics: clinics}
-	clinicID := ce.seedClinic("Europe/Berlin")
-	doctorID := ce.seedDoctor(clinicID, 30, true, allWeek("09:00", "10:00"))
-	ce.materialize(clinicID, bookingtest.Date(3), bookingtest.Date(4))
-	path := "/v1/clinics/" + clinicID + "/doctors/" + doctorID + "/slots?date=" + bookingtest.Date(3)
-	read := func() (string, []any) {
-		r := env.Do(bookingtest.Request{Method: "GET", Path: path})
-		if r.Status != http.StatusOK {
-			t.Fatalf("slots: %d %s", r.Status, r.Body)
-		}
-		return r.Header.Get("X-Cache"), r.JSON()["slots"].([]any)
-	}
+	env, clinicID, read := startCachedSlots(t)
 	if c, _ := read(); c != "miss" {
 		t.Fatalf("first read X-Cache %q, want miss", c)
 	}
@@ -58,23 +42,11 @@ func TestCachedSlotsReflectHold(t *testing.T) {
 // them at once.
 func TestCachedSlotsKeptByRefusals(t *testing.T) {
 	t.Parallel()
-	var clinics *postgres.ClinicStore
-	env, _, _ := startCached(t, rediscache.Options{TTL: time.Minute}, bookingtest.Options{Configure: func(cfg *httpapi.Config, s *postgres.Store) {
-		clinics = postgres.NewClinicStore(s, 5*time.Minute)
-		cfg.Clinics = clinics
-	}})
-	ce := &clinicEnv{Env: env, Clinics: clinics}
-	clinicID := ce.seedClinic("Europe/Berlin")
-	doctorID := ce.seedDoctor(clinicID, 30, true, allWeek("09:00", "10:00"))
-	ce.materialize(clinicID, bookingtest.Date(3), bookingtest.Date(4))
-	path := "/v1/clinics/" + clinicID + "/doctors/" + doctorID + "/slots?date=" + bookingtest.Date(3)
+	env, clinicID, readAll := startCachedSlots(t)
 	read := func() (string, map[string]any) {
 		t.Helper()
-		r := env.Do(bookingtest.Request{Method: "GET", Path: path})
-		if r.Status != http.StatusOK {
-			t.Fatalf("slots: %d %s", r.Status, r.Body)
-		}
-		return r.Header.Get("X-Cache"), r.JSON()["slots"].([]any)[0].(map[string]any)
+		c, slots := readAll()
+		return c, slots[0].(map[string]any)
 	}
 	holdSlot := func(guest, slotID string) bookingtest.Response {
 		return env.Do(bookingtest.Request{Method: "POST", Path: "/v1/clinics/" + clinicID + "/appointments", Token: env.Admin(),
@@ -112,5 +84,31 @@ func TestCachedSlotsKeptByRefusals(t *testing.T) {
 	}
 	if c, s := read(); c != "miss" || s["status"] != "open" {
 		t.Fatalf("after the cancel: X-Cache %q, slot %v; want a miss showing it open", c, s)
+	}
+}
+
+// startCachedSlots starts a booking server with the clinic routes behind a
+// regional cache, with one clinic whose one doctor has a day of 30-minute
+// slots materialized, and returns a read of that day's slots: its X-Cache
+// header and the slots.
+func startCachedSlots(t *testing.T) (*bookingtest.Env, string, func() (string, []any)) {
+	t.Helper()
+	var clinics *postgres.ClinicStore
+	env, _, _ := startCached(t, rediscache.Options{TTL: time.Minute}, bookingtest.Options{Configure: func(cfg *httpapi.Config, s *postgres.Store) {
+		clinics = postgres.NewClinicStore(s, 5*time.Minute)
+		cfg.Clinics = clinics
+	}})
+	ce := &clinicEnv{Env: env, Clinics: clinics}
+	clinicID := ce.seedClinic("Europe/Berlin")
+	doctorID := ce.seedDoctor(clinicID, 30, true, allWeek("09:00", "10:00"))
+	ce.materialize(clinicID, bookingtest.Date(3), bookingtest.Date(4))
+	path := "/v1/clinics/" + clinicID + "/doctors/" + doctorID + "/slots?date=" + bookingtest.Date(3)
+	return env, clinicID, func() (string, []any) {
+		t.Helper()
+		r := env.Do(bookingtest.Request{Method: "GET", Path: path})
+		if r.Status != http.StatusOK {
+			t.Fatalf("slots: %d %s", r.Status, r.Body)
+		}
+		return r.Header.Get("X-Cache"), r.JSON()["slots"].([]any)
 	}
 }

@@ -1,7 +1,6 @@
 package httpapi_test
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"sync"
@@ -44,23 +43,11 @@ func TestFullWindowAnsweredByARead(t *testing.T) {
 	}
 	stored := keys()
 
-	type result struct {
-		kind string
-		w    won
-		r    bookingtest.Response
-		err  error
-	}
-	var (
-		wg      sync.WaitGroup
-		start   = make(chan struct{})
-		results = make(chan result, 100)
-	)
+	h := &herd{}
+	var who []won // who[i]: the winner a retry or a reuse names
 	send := func(kind string, w won, guest, key string, b map[string]any) {
-		wg.Go(func() {
-			<-start
-			r, err := e.Try(context.Background(), bookingtest.Request{Method: "POST", Path: path, Token: e.guest(guest), IdemKey: key, Body: b})
-			results <- result{kind, w, r, err}
-		})
+		h.add(kind, bookingtest.Request{Method: "POST", Path: path, Token: e.guest(guest), IdemKey: key, Body: b})
+		who = append(who, w)
 	}
 	for i := range 60 {
 		guest := fmt.Sprintf("lose-%02d", i)
@@ -70,20 +57,18 @@ func TestFullWindowAnsweredByARead(t *testing.T) {
 		send("retry", w, w.guest, w.key, body(w.guest, wholeDay))
 		send("reused", w, w.guest, w.key, body(w.guest, wholeDay.Add(-time.Hour)))
 	}
-	close(start)
-	wg.Wait()
-	close(results)
-	for res := range results {
+	for _, res := range h.run(e) {
+		w := who[res.i]
 		switch {
 		case res.err != nil:
-			t.Errorf("%s: %v", res.kind, res.err)
-		case res.kind == "new" && (res.r.Status != http.StatusConflict || res.r.Code() != "slot_taken"):
+			t.Errorf("%s: %v", res.tag, res.err)
+		case res.tag == "new" && (res.r.Status != http.StatusConflict || res.r.Code() != "slot_taken"):
 			t.Errorf("a hold of the full day: %d %s, want 409 slot_taken", res.r.Status, res.r.Body)
-		case res.kind == "retry" && (res.r.Status != http.StatusCreated || res.r.JSON()["slot_id"] != res.w.slot ||
+		case res.tag == "retry" && (res.r.Status != http.StatusCreated || res.r.JSON()["slot_id"] != w.slot ||
 			res.r.Header.Get("Idempotent-Replayed") != "true"):
-			t.Errorf("a retry of %s's hold: %d %s, want its 201 with slot %s", res.w.guest, res.r.Status, res.r.Body, res.w.slot)
-		case res.kind == "reused" && (res.r.Status != http.StatusUnprocessableEntity || res.r.Code() != "idempotency_key_reused"):
-			t.Errorf("%s's key with another window: %d %s, want 422 idempotency_key_reused", res.w.guest, res.r.Status, res.r.Body)
+			t.Errorf("a retry of %s's hold: %d %s, want its 201 with slot %s", w.guest, res.r.Status, res.r.Body, w.slot)
+		case res.tag == "reused" && (res.r.Status != http.StatusUnprocessableEntity || res.r.Code() != "idempotency_key_reused"):
+			t.Errorf("%s's key with another window: %d %s, want 422 idempotency_key_reused", w.guest, res.r.Status, res.r.Body)
 		}
 	}
 	if got := keys(); got != stored {
@@ -92,7 +77,10 @@ func TestFullWindowAnsweredByARead(t *testing.T) {
 
 	// Cancels racing each other, each followed at once by a hold of the
 	// day by a new patient: the freed slot is there for it every time.
-	start = make(chan struct{})
+	var (
+		wg    sync.WaitGroup
+		start = make(chan struct{})
+	)
 	holds := make(chan bookingtest.Response, 6)
 	for i, w := range wins[4:10] {
 		wg.Go(func() {

@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"context"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -159,4 +160,58 @@ func (e *clinicEnv) queryInt(sql string, args ...any) int {
 func (e *clinicEnv) checkSlotInvariant(clinicID string) {
 	e.T.Helper()
 	e.AssertSlots(clinicID)
+}
+
+// herd is requests released together, each on its own goroutine (the
+// clinic tests' races): add queues one under a tag, run sends them all at
+// once and returns every answer, in the order added.
+type herd struct {
+	tags []string
+	reqs []bookingtest.Request
+}
+
+// herdAnswer is one answer of a herd: its tag, its place in the order
+// added, and what came back.
+type herdAnswer struct {
+	tag string
+	i   int
+	r   bookingtest.Response
+	err error
+}
+
+func (h *herd) add(tag string, req bookingtest.Request) {
+	h.tags, h.reqs = append(h.tags, tag), append(h.reqs, req)
+}
+
+func (h *herd) run(e *clinicEnv) []herdAnswer {
+	var (
+		wg    sync.WaitGroup
+		start = make(chan struct{})
+		out   = make([]herdAnswer, len(h.reqs))
+	)
+	for i, req := range h.reqs {
+		wg.Go(func() {
+			<-start
+			r, err := e.Try(context.Background(), req)
+			out[i] = herdAnswer{h.tags[i], i, r, err}
+		})
+	}
+	close(start)
+	wg.Wait()
+	return out
+}
+
+// checkSlotTaken fails t unless r is a 409 slot_taken with alternatives,
+// none of them the slot asked for.
+func checkSlotTaken(t *testing.T, r bookingtest.Response, slotID string) {
+	t.Helper()
+	alts, _ := r.JSON()["alternatives"].([]any)
+	if r.Status != http.StatusConflict || r.Code() != "slot_taken" || len(alts) == 0 {
+		t.Errorf("a hold of a taken slot: %d %s, want 409 slot_taken with alternatives", r.Status, r.Body)
+	}
+	for _, a := range alts {
+		if a.(map[string]any)["slot_id"] == slotID {
+			t.Errorf("the taken slot offered as its own alternative: %s", r.Body)
+		}
+	}
 }

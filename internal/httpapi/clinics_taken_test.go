@@ -1,10 +1,8 @@
 package httpapi_test
 
 import (
-	"context"
 	"fmt"
 	"net/http"
-	"sync"
 	"testing"
 
 	"github.com/berthhq/berth/internal/bookingtest"
@@ -31,52 +29,28 @@ func TestTakenSlotAnsweredByARead(t *testing.T) {
 	appt := won.JSON()["appointment_id"].(string)
 	stored := keys()
 
-	type result struct {
-		kind string
-		r    bookingtest.Response
-		err  error
-	}
-	var (
-		wg      sync.WaitGroup
-		start   = make(chan struct{})
-		results = make(chan result, 100)
-	)
-	send := func(kind, guest, key string, b map[string]any) {
-		wg.Go(func() {
-			<-start
-			r, err := e.Try(context.Background(), bookingtest.Request{Method: "POST", Path: path, Token: e.guest(guest), IdemKey: key, Body: b})
-			results <- result{kind, r, err}
-		})
+	h := &herd{}
+	hold := func(guest, key string, b map[string]any) bookingtest.Request {
+		return bookingtest.Request{Method: "POST", Path: path, Token: e.guest(guest), IdemKey: key, Body: b}
 	}
 	for i := range 40 {
 		guest := fmt.Sprintf("late-%02d", i)
-		send("new", guest, bookingtest.NewKey(), body(guest, target))
+		h.add("new", hold(guest, bookingtest.NewKey(), body(guest, target)))
 	}
 	for range 3 {
-		send("retry", "winner", winKey, body("winner", target))
+		h.add("retry", hold("winner", winKey, body("winner", target)))
 	}
-	send("reused", "winner", winKey, body("winner", slots[6].ID))
-	close(start)
-	wg.Wait()
-	close(results)
-	for res := range results {
+	h.add("reused", hold("winner", winKey, body("winner", slots[6].ID)))
+	for _, res := range h.run(e) {
 		switch {
 		case res.err != nil:
-			t.Errorf("%s: %v", res.kind, res.err)
-		case res.kind == "new":
-			alts, _ := res.r.JSON()["alternatives"].([]any)
-			if res.r.Status != http.StatusConflict || res.r.Code() != "slot_taken" || len(alts) == 0 {
-				t.Errorf("a hold of the taken slot: %d %s, want 409 slot_taken with alternatives", res.r.Status, res.r.Body)
-			}
-			for _, a := range alts {
-				if a.(map[string]any)["slot_id"] == target {
-					t.Errorf("the taken slot offered as its own alternative: %s", res.r.Body)
-				}
-			}
-		case res.kind == "retry" && (res.r.Status != http.StatusCreated || res.r.JSON()["appointment_id"] != appt ||
+			t.Errorf("%s: %v", res.tag, res.err)
+		case res.tag == "new":
+			checkSlotTaken(t, res.r, target)
+		case res.tag == "retry" && (res.r.Status != http.StatusCreated || res.r.JSON()["appointment_id"] != appt ||
 			res.r.Header.Get("Idempotent-Replayed") != "true"):
 			t.Errorf("a retry of the winning hold: %d %s, want its 201 (appointment %s) replayed", res.r.Status, res.r.Body, appt)
-		case res.kind == "reused" && (res.r.Status != http.StatusUnprocessableEntity || res.r.Code() != "idempotency_key_reused"):
+		case res.tag == "reused" && (res.r.Status != http.StatusUnprocessableEntity || res.r.Code() != "idempotency_key_reused"):
 			t.Errorf("the winner's key for another slot: %d %s, want 422 idempotency_key_reused", res.r.Status, res.r.Body)
 		}
 	}
@@ -109,57 +83,31 @@ func TestTakenSlotAnsweredByARead(t *testing.T) {
 func TestHerdOnASlotWaitsForItsHoldInFlight(t *testing.T) {
 	e, clinic, _, slots := startDayOf24(t)
 	path := "/v1/clinics/" + clinic + "/appointments"
-	type result struct {
-		slot string
-		r    bookingtest.Response
-		err  error
-	}
-	var (
-		wg      sync.WaitGroup
-		start   = make(chan struct{})
-		results = make(chan result, 100)
-	)
-	send := func(guest, key, slot string) {
-		wg.Go(func() {
-			<-start
-			r, err := e.Try(context.Background(), bookingtest.Request{Method: "POST", Path: path, Token: e.guest(guest), IdemKey: key,
-				Body: map[string]any{"guest_id": guest, "slot_id": slot}})
-			results <- result{slot, r, err}
-		})
-	}
 	targets := []string{slots[3].ID, slots[9].ID}
+	h := &herd{}
+	hold := func(guest, key, slot string) {
+		h.add(slot, bookingtest.Request{Method: "POST", Path: path, Token: e.guest(guest), IdemKey: key,
+			Body: map[string]any{"guest_id": guest, "slot_id": slot}})
+	}
 	retried := bookingtest.NewKey()
 	for i := range 30 {
-		send(fmt.Sprintf("herd-%02d", i), bookingtest.NewKey(), targets[0])
+		hold(fmt.Sprintf("herd-%02d", i), bookingtest.NewKey(), targets[0])
 	}
 	for i := range 10 {
-		send(fmt.Sprintf("other-%02d", i), bookingtest.NewKey(), targets[1])
+		hold(fmt.Sprintf("other-%02d", i), bookingtest.NewKey(), targets[1])
 	}
 	for range 3 {
-		send("retrier", retried, targets[0])
+		hold("retrier", retried, targets[0])
 	}
-	close(start)
-	wg.Wait()
-	close(results)
 	won := map[string]int{}
-	for res := range results {
+	for _, res := range h.run(e) {
 		switch {
 		case res.err != nil:
 			t.Errorf("%v", res.err)
 		case res.r.Status == http.StatusCreated:
-			won[res.slot]++
-		case res.r.Status == http.StatusConflict && res.r.Code() == "slot_taken":
-			alts, _ := res.r.JSON()["alternatives"].([]any)
-			if len(alts) == 0 {
-				t.Errorf("a 409 without alternatives: %s", res.r.Body)
-			}
-			for _, a := range alts {
-				if a.(map[string]any)["slot_id"] == res.slot {
-					t.Errorf("the taken slot offered as its own alternative: %s", res.r.Body)
-				}
-			}
+			won[res.tag]++
 		default:
-			t.Errorf("a hold of a herd: %d %s, want 201 or 409 slot_taken", res.r.Status, res.r.Body)
+			checkSlotTaken(t, res.r, res.tag)
 		}
 	}
 	for _, slot := range targets {

@@ -3,8 +3,6 @@ package postgres_test
 import (
 	"context"
 	"slices"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,59 +12,7 @@ import (
 	"github.com/berthhq/berth/internal/postgres"
 	"github.com/berthhq/berth/internal/reservation"
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 )
-
-// tripRecorder records the statements sent to the database, grouped by
-// round trip (a batch is one trip), leaving out BEGIN/COMMIT/ROLLBACK sent
-// alone (a pipelined transaction sends them inside its batches: they count).
-type tripRecorder struct {
-	mu    sync.Mutex
-	on    bool
-	trips [][]string
-}
-
-func (r *tripRecorder) add(trip []string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.on {
-		r.trips = append(r.trips, trip)
-	}
-}
-
-func (r *tripRecorder) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	switch strings.ToLower(strings.Fields(d.SQL + " x")[0]) {
-	case "begin", "commit", "rollback":
-	default:
-		r.add([]string{d.SQL})
-	}
-	return ctx
-}
-
-func (r *tripRecorder) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-
-func (r *tripRecorder) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
-	var trip []string
-	for _, q := range d.Batch.QueuedQueries {
-		trip = append(trip, q.SQL)
-	}
-	r.add(trip)
-	return ctx
-}
-
-func (r *tripRecorder) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
-func (r *tripRecorder) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
-
-func (r *tripRecorder) record(f func()) [][]string {
-	r.mu.Lock()
-	r.on, r.trips = true, nil
-	r.mu.Unlock()
-	f()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.on = false
-	return r.trips
-}
 
 // The yardstick and BenchmarkHold replay HoldScript as "the store's hold":
 // a winning Store.Hold must send exactly its statements, in its round trips,
@@ -74,7 +20,7 @@ func (r *tripRecorder) record(f func()) [][]string {
 func TestHoldScriptIsWhatTheStoreRuns(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	rec := &tripRecorder{}
+	rec := &dbtest.TripRecorder{}
 	env := bookingtest.Start(t, bookingtest.Options{DB: postgres.Options{Tracer: rec}})
 	h := env.SeedHotel("", 10, 0, bookingtest.Date(1), bookingtest.Date(10))
 	in, _ := reservation.ParseDate(bookingtest.Date(2))
@@ -84,7 +30,7 @@ func TestHoldScriptIsWhatTheStoreRuns(t *testing.T) {
 
 	var resp berth.Response
 	var err error
-	got := rec.record(func() { resp, err = env.Store.Hold(ctx, req, idem) })
+	got := rec.Record(func() { resp, err = env.Store.Hold(ctx, req, idem) })
 	if err != nil || resp.Status != 201 {
 		t.Fatalf("hold: %d %v", resp.Status, err)
 	}

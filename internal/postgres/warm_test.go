@@ -30,7 +30,7 @@ func warmed() []string { return postgres.HoldStatements() }
 func TestWarmCoversTheHoldPath(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	rec := &tripRecorder{}
+	rec := &dbtest.TripRecorder{}
 	env := bookingtest.Start(t, bookingtest.Options{DB: postgres.Options{Tracer: rec}})
 	one := env.SeedHotel("", 1, 0, bookingtest.Date(1), bookingtest.Date(5))
 	many := env.SeedHotel("", 20, 0, bookingtest.Date(1), bookingtest.Date(5))
@@ -62,7 +62,7 @@ func TestWarmCoversTheHoldPath(t *testing.T) {
 	lock := lockNight(t, env, replayed, 2)
 
 	var batched int64
-	trips := rec.record(func() {
+	trips := rec.Record(func() {
 		if r := hold(cached, one); r.Status != http.StatusCreated {
 			t.Fatalf("the winner: %d %s", r.Status, r.Body)
 		}
@@ -108,18 +108,7 @@ func TestWarmCoversTheHoldPath(t *testing.T) {
 		t.Fatal("no hold was batched: the batch's statements were not sent")
 	}
 	warm := warmed()
-	var sent []string
-	for _, trip := range trips {
-		for _, sql := range trip {
-			switch strings.ToLower(strings.Fields(sql + " x")[0]) {
-			case "begin", "commit", "rollback":
-				continue
-			}
-			if !slices.Contains(sent, sql) {
-				sent = append(sent, sql)
-			}
-		}
-	}
+	sent := dbtest.Statements(trips)
 	for _, sql := range sent {
 		if !slices.Contains(warm, sql) {
 			t.Errorf("the hold path sent a statement the warm-up does not plan (add it to postgres.HoldStatements):\n%s", sql)
