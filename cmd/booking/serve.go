@@ -60,7 +60,7 @@ type serveConfig struct {
 	NoShowCutoff time.Duration
 	MaxConns     int
 	// WarmConns is how many database connections the service opens and
-	// warms (the hold path's statements planned on each) before /readyz
+	// warms (the hotel and appointment hold paths' statements planned on each) before /readyz
 	// reports ready, and keeps open (BERTH_DB_WARM_CONNS; 0 turns it off).
 	WarmConns       int
 	GuestLimits     berth.GuestLimits
@@ -230,7 +230,7 @@ BERTH_ISOLATION (read_committed|serializable), BERTH_HOLD_TTL (10m), BERTH_WAITL
 BERTH_HOLD_BATCH (64: holds of one room type decided in one transaction; 0 off), BERTH_HOLD_LANES (2: hold transactions
 of idle room types at once before more wait for a group; 0 off), BERTH_LOCK_TIMEOUT (2s), BERTH_STATEMENT_TIMEOUT (5s), BERTH_IDLE_IN_TX_TIMEOUT (60s), BERTH_SWEEP_INTERVAL (5s), BERTH_NO_SHOW_CUTOFF (12h: hotels' local time, the day after arrival),
 BERTH_CLINIC_NO_SHOW_GRACE (30m: after a slot's end, a confirmed patient who has not arrived is a no-show),
-BERTH_DB_MAX_CONNS (32), BERTH_DB_WARM_CONNS (8: connections opened, with the hold path's statements planned, before ready),
+BERTH_DB_MAX_CONNS (32), BERTH_DB_WARM_CONNS (8: connections opened, with the hotel and appointment holds' statements planned, before ready),
 BERTH_SHUTDOWN_TIMEOUT (20s), BERTH_LOG_FORMAT (json|text),
 BERTH_GUEST_MAX_HOLDS (5: live holds per guest per hotel or clinic),
 BERTH_GUEST_MAX_QUANTITY (50: rooms held, or live appointments, per guest per partition).

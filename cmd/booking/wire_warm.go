@@ -19,7 +19,7 @@ func warmStatements(cfg serveConfig) []string {
 	return postgres.WarmStatements()
 }
 
-// wireWarmUp opens BERTH_DB_WARM_CONNS connections with the hold path's
+// wireWarmUp opens BERTH_DB_WARM_CONNS connections with the hold paths'
 // statements planned on each before /readyz reports ready, so that a
 // service just started (a deploy, the morning's first sale) answers its
 // first holds as fast as its later ones (docs/PERFORMANCE.md, "A fresh
