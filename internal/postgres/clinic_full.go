@@ -235,16 +235,19 @@ func keyAnswer(idem *berth.Idem, hash string, status *int32, body []byte) (berth
 const takenSlotDetail = "the slot is held or booked by someone else"
 
 // refuseTakenSlot answers a hold of one slot by a read when the slot is
-// still held or booked by someone else (ok): the clinic's home, the slot's
-// hint (readSlotHint's read) and the key's stored answer in one round trip,
-// then, only to refuse, the alternatives in a second — what the
-// transaction's own refusal of a taken slot reads, without its fence, its
-// key claim, its stored answer and its commit.
+// still held or booked by someone else (ok), in one round trip: the
+// clinic's home, the slot's hint (readSlotHint's read), the key's stored
+// answer and the candidates of the alternatives (slotAlternativesSQL) —
+// what the transaction's own refusal of a taken slot reads, without its
+// fence, its key claim, its stored answer and its commit. The candidates
+// are read whether or not the slot is taken: a hold asks this read only
+// while its slot was found taken a moment ago, so nearly always it is.
 func (c *ClinicStore) refuseTakenSlot(ctx context.Context, req appointment.HoldRequest, idem *berth.Idem) (berth.Response, bool, error) {
 	b := &pgx.Batch{}
 	b.Queue(windowHomeSQL, string(berth.KindClinic), req.ClinicID)
 	b.Queue(slotHintSQL, req.ClinicID, req.SlotID)
 	b.Queue(windowKeySQL, req.ClinicID, idem.Key)
+	b.Queue(slotAlternativesSQL, req.ClinicID, req.SlotID, appointment.AlternativeCandidates)
 	br := c.s.db.pool.SendBatch(ctx, b)
 	var (
 		home     string
@@ -253,6 +256,8 @@ func (c *ClinicStore) refuseTakenSlot(ctx context.Context, req appointment.HoldR
 		status   *int32
 		body     []byte
 		keyFound = true
+		open     []appointment.Slot
+		altsErr  error
 	)
 	homeErr := br.QueryRow().Scan(&home)
 	hintErr := scanSlotHint(br.QueryRow(), &h)
@@ -260,11 +265,16 @@ func (c *ClinicStore) refuseTakenSlot(ctx context.Context, req appointment.HoldR
 	if errors.Is(keyErr, pgx.ErrNoRows) {
 		keyFound, keyErr = false, nil
 	}
+	if rows, err := br.Query(); err != nil {
+		altsErr = err
+	} else {
+		open, altsErr = pgx.CollectRows(rows, scanSlot)
+	}
 	closeErr := br.Close()
 	if errors.Is(homeErr, pgx.ErrNoRows) || errors.Is(hintErr, pgx.ErrNoRows) {
 		return berth.Response{}, false, nil // no such clinic or slot: the transaction says so
 	}
-	if err := errors.Join(homeErr, hintErr, keyErr, closeErr); err != nil {
+	if err := errors.Join(homeErr, hintErr, keyErr, altsErr, closeErr); err != nil {
 		return berth.Response{}, true, classify(fmt.Errorf("read a slot: %w", err))
 	}
 	if home != c.s.region || !h.taken {
@@ -273,12 +283,8 @@ func (c *ClinicStore) refuseTakenSlot(ctx context.Context, req appointment.HoldR
 	if keyFound {
 		return keyAnswer(idem, hash, status, body)
 	}
-	alts, err := alternatives(ctx, c.s.db.pool, req.ClinicID, h.doctorID, req.SlotID, req.GuestID, h.startsAt)
-	if err != nil {
-		return berth.Response{}, true, classify(err)
-	}
 	c.full.mark(req, time.Now())
 	resp := berth.Response{}
-	resp.Status, resp.Body = idem.Render(nil, slotTakenWith(alts, takenSlotDetail))
+	resp.Status, resp.Body = idem.Render(nil, slotTakenWith(spreadOpen(open, h.doctorID, req.GuestID, h.startsAt), takenSlotDetail))
 	return resp, true, nil
 }

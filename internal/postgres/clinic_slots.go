@@ -89,6 +89,22 @@ const alternativesSQL = `
 	   AND s.starts_at > now() AND ` + takeableSQL + `
 	 ORDER BY s.starts_at DESC LIMIT $5)`
 
+// slotAlternativesSQL is alternativesSQL around slot $2 itself, its doctor
+// and start read from its row: the candidates of the alternatives to a
+// hold of that slot, in the same round trip as the read that finds it
+// taken (refuseTakenSlot). No rows when there is no such slot.
+const slotAlternativesSQL = `
+	WITH sl AS (SELECT doctor_id, starts_at FROM slots WHERE clinic_id = $1 AND slot_id = $2)
+	(SELECT s.slot_id::TEXT, s.starts_at, s.ends_at, 'open' FROM slots s, sl
+	 WHERE s.clinic_id = $1 AND s.doctor_id = sl.doctor_id AND s.slot_id <> $2 AND s.starts_at >= sl.starts_at
+	   AND s.starts_at > now() AND ` + takeableSQL + `
+	 ORDER BY s.starts_at LIMIT $3)
+	UNION ALL
+	(SELECT s.slot_id::TEXT, s.starts_at, s.ends_at, 'open' FROM slots s, sl
+	 WHERE s.clinic_id = $1 AND s.doctor_id = sl.doctor_id AND s.slot_id <> $2 AND s.starts_at < sl.starts_at
+	   AND s.starts_at > now() AND ` + takeableSQL + `
+	 ORDER BY s.starts_at DESC LIMIT $3)`
+
 // spreadAlternatives reads the rows of alternativesSQL and chooses the
 // guest's alternatives among them.
 func spreadAlternatives(rows pgx.Rows, doctorID, guestID string, around time.Time) ([]appointment.Slot, error) {
@@ -96,6 +112,11 @@ func spreadAlternatives(rows pgx.Rows, doctorID, guestID string, around time.Tim
 	if err != nil {
 		return nil, fmt.Errorf("alternatives: %w", err)
 	}
+	return spreadOpen(open, doctorID, guestID, around), nil
+}
+
+// spreadOpen chooses the guest's alternatives among the candidates read.
+func spreadOpen(open []appointment.Slot, doctorID, guestID string, around time.Time) []appointment.Slot {
 	alts := appointment.SpreadAlternatives(guestID, around, open)
 	for i := range alts {
 		alts[i].DoctorID = doctorID
@@ -103,7 +124,7 @@ func spreadAlternatives(rows pgx.Rows, doctorID, guestID string, around time.Tim
 	if alts == nil {
 		alts = []appointment.Slot{}
 	}
-	return alts, nil
+	return alts
 }
 
 // slotTakenWith is the 409 answer naming the given alternatives.

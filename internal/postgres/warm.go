@@ -244,7 +244,7 @@ func AppointmentHoldStatements() []string {
 	return []string{
 		fenceSQL, claimKeySQL, storeResponseSQL, storedKeyAnswerSQL, insertOutboxSQL,
 		slotHintSQL, takeSlotSQL, lockClinicGuestSQL, countClinicGuestSQL, lockGuestDaysSQL, liveElsewhereSQL,
-		insertAppointmentSQL, insertSlotAuditSQL, alternativesSQL,
+		insertAppointmentSQL, insertSlotAuditSQL, alternativesSQL, slotAlternativesSQL,
 		windowDoctorSQL, takeFirstSQL, windowHomeSQL, windowOpenSQL,
 	}
 }
