@@ -2,6 +2,7 @@ package dbtest
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -86,4 +87,20 @@ func isTxControl(sql string) bool {
 		return true
 	}
 	return false
+}
+
+// Describe lists trips for a failure message: each trip's statements,
+// their first line each.
+func Describe(trips [][]string) string {
+	var b strings.Builder
+	for i, trip := range trips {
+		for j, sql := range trip {
+			lead := "   "
+			if j == 0 {
+				lead = fmt.Sprintf("%2d.", i+1)
+			}
+			fmt.Fprintf(&b, "%s %s\n", lead, strings.TrimSpace(strings.SplitN(strings.TrimSpace(sql), "\n", 2)[0]))
+		}
+	}
+	return b.String()
 }

@@ -59,3 +59,38 @@ func TestWarmCoversTheAppointmentHoldPath(t *testing.T) {
 		}
 	}
 }
+
+// TestAppointmentHoldRoundTrips counts the round trips to the database of
+// the two answers an opening gives most (ADR 0011): a hold of a slot that
+// wins is four — the fence, the key claim and the slot's read; the guest's
+// checks; the take; the new rows with the COMMIT — and a hold of a slot
+// found taken a moment ago, refused by a read, is one.
+func TestAppointmentHoldRoundTrips(t *testing.T) {
+	rec := &dbtest.TripRecorder{}
+	e := startClinicsWith(t, 0, bookingtest.Options{DB: postgres.Options{Tracer: rec}})
+	clinic := e.seedClinic("Europe/Madrid")
+	doctor := e.seedDoctor(clinic, 20, false, allWeek("07:00", "15:00"))
+	day := bookingtest.Date(14)
+	e.materialize(clinic, day, bookingtest.Date(15))
+	slots := e.slots(clinic, doctor, day)
+	path := "/v1/clinics/" + clinic + "/appointments"
+	hold := func(guest string, want int) [][]string {
+		t.Helper()
+		var r bookingtest.Response
+		trips := rec.Record(func() {
+			r = e.Do(bookingtest.Request{Method: "POST", Path: path, Token: e.guest(guest), IdemKey: bookingtest.NewKey(),
+				Body: map[string]any{"guest_id": guest, "slot_id": slots[0].ID}})
+		})
+		if r.Status != want {
+			t.Fatalf("hold by %s: %d %s, want %d", guest, r.Status, r.Body, want)
+		}
+		return trips
+	}
+	if trips := hold("g1", http.StatusCreated); len(trips) != 4 {
+		t.Errorf("a winning hold of a slot took %d round trips, want 4:\n%s", len(trips), dbtest.Describe(trips))
+	}
+	hold("g2", http.StatusConflict) // its transaction finds the slot taken
+	if trips := hold("g3", http.StatusConflict); len(trips) != 1 {
+		t.Errorf("a hold of a slot found taken a moment ago took %d round trips, want 1 (a read):\n%s", len(trips), dbtest.Describe(trips))
+	}
+}

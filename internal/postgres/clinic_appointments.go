@@ -159,10 +159,14 @@ func (c *ClinicStore) Hold(ctx context.Context, req appointment.HoldRequest, ide
 	var (
 		first  *firstReads
 		window *windowReads
+		slot   *slotHint
 	)
 	if req.ByWindow() {
 		window = &windowReads{}
 		first = window.of(req)
+	} else {
+		slot = &slotHint{}
+		first = slotFirstRead(req, slot)
 	}
 	return c.s.writeWith(ctx, berth.KindClinic, req.ClinicID, idem, first, func(tx pgx.Tx, b *pgx.Batch) (any, error) {
 		statusOf := func(prepay bool) appointment.Status {
@@ -182,10 +186,7 @@ func (c *ClinicStore) Hold(ctx context.Context, req appointment.HoldRequest, ide
 				return nil, err
 			}
 		} else {
-			h, err := readSlotHint(ctx, tx, req.ClinicID, req.SlotID)
-			if err != nil {
-				return nil, err
-			}
+			h := *slot
 			if h.taken {
 				// Someone holds or booked the slot as of this read (the
 				// common answer after the first instants of an opening):

@@ -176,14 +176,32 @@ func scanSlotHint(row pgx.Row, h *slotHint) error {
 
 func readSlotHint(ctx context.Context, q querier, clinicID, slotID string) (slotHint, error) {
 	var h slotHint
-	err := scanSlotHint(q.QueryRow(ctx, slotHintSQL, clinicID, slotID), &h)
+	err := slotHintErr(scanSlotHint(q.QueryRow(ctx, slotHintSQL, clinicID, slotID), &h), slotID)
+	return h, err
+}
+
+// slotHintErr is what the read of a slot's hint failing with err means.
+func slotHintErr(err error, slotID string) error {
 	if errors.Is(err, pgx.ErrNoRows) {
-		return h, berth.Errorf(berth.CodeNotFound, "slot %s not found", slotID)
+		return berth.Errorf(berth.CodeNotFound, "slot %s not found", slotID)
 	}
 	if err != nil {
-		return h, fmt.Errorf("read slot: %w", err)
+		return fmt.Errorf("read slot: %w", err)
 	}
-	return h, nil
+	return nil
+}
+
+// slotFirstRead is readSlotHint for a hold of one slot as a firstReads:
+// the read travels in the transaction's first round trip, behind the fence
+// and the key claim, and fills h.
+func slotFirstRead(req appointment.HoldRequest, h *slotHint) *firstReads {
+	return &firstReads{
+		queue: func(b *pgx.Batch) { b.Queue(slotHintSQL, req.ClinicID, req.SlotID) },
+		read: func(br pgx.BatchResults) error {
+			*h = slotHint{}
+			return slotHintErr(scanSlotHint(br.QueryRow(), h), req.SlotID)
+		},
+	}
 }
 
 // lockedSlot is a slot row read under its lock.
