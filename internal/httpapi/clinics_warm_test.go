@@ -8,6 +8,7 @@ import (
 	"github.com/berthhq/berth/internal/bookingtest"
 	"github.com/berthhq/berth/internal/dbtest"
 	"github.com/berthhq/berth/internal/postgres"
+	"github.com/google/uuid"
 )
 
 // The warm-up plans what an appointment hold sends (ADR 0025): a named
@@ -92,5 +93,25 @@ func TestAppointmentHoldRoundTrips(t *testing.T) {
 	hold("g2", http.StatusConflict) // its transaction finds the slot taken
 	if trips := hold("g3", http.StatusConflict); len(trips) != 1 {
 		t.Errorf("a hold of a slot found taken a moment ago took %d round trips, want 1 (a read):\n%s", len(trips), dbtest.Describe(trips))
+	}
+}
+
+// TestUnknownSlotIsNotFound: the slot's read travels in the transaction's
+// first round trip; a hold of a slot that does not exist is still 404
+// not_found, and, as before, a 404 keeps nothing with its key (it is no
+// outcome of the hold: the transaction rolls back), so a retry asks again.
+func TestUnknownSlotIsNotFound(t *testing.T) {
+	e := startClinics(t, 0)
+	clinic := e.seedClinic("Europe/Madrid")
+	req := bookingtest.Request{Method: "POST", Path: "/v1/clinics/" + clinic + "/appointments", Token: e.guest("g1"),
+		IdemKey: bookingtest.NewKey(), Body: map[string]any{"guest_id": "g1", "slot_id": uuid.NewString()}}
+	for i := range 2 {
+		if r := e.Do(req); r.Status != http.StatusNotFound || r.Code() != "not_found" || r.Header.Get("Idempotent-Replayed") != "" {
+			t.Fatalf("hold %d of an unknown slot: %d %s (Idempotent-Replayed %q), want 404 not_found, not replayed",
+				i+1, r.Status, r.Body, r.Header.Get("Idempotent-Replayed"))
+		}
+	}
+	if n := e.queryInt(`SELECT count(*) FROM idempotency_keys WHERE partition_id = $1 AND idem_key = $2`, clinic, req.IdemKey); n != 0 {
+		t.Errorf("%d keys stored for a 404, want none", n)
 	}
 }
