@@ -203,13 +203,13 @@ func printSummary(w io.Writer, r *report.Report) {
 		fmt.Fprintf(w, "\nCPU during %s: %d ops in %.1f s (%.0f/s), load average %.1f → %.1f\n", t.Op, t.Ops, t.WallS,
 			float64(t.Ops)/max(t.WallS, 1e-9), t.LoadAvg[0], t.LoadAvg[1])
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "process\tpids\tCPU s\tms per op\t")
+		fmt.Fprintln(tw, "process\tpids\tCPU s\tms per op\tswitches per op\t")
 		for _, row := range t.Rows {
-			fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.3f\t\n", row.Name, row.PIDs, row.Seconds, row.MsPerOp)
+			fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.3f\t%.1f\t\n", row.Name, row.PIDs, row.Seconds, row.MsPerOp, row.SwitchesPerOp)
 		}
-		fmt.Fprintf(tw, "total\t\t%.2f\t%.3f\t\n", t.TotalS, t.TotalMs)
+		fmt.Fprintf(tw, "total\t\t%.2f\t%.3f\t\t\n", t.TotalS, t.TotalMs)
 		if t.PlatformS > 0 {
-			fmt.Fprintf(tw, "platform (all but the load generator)\t\t%.2f\t%.3f\t\n", t.PlatformS, t.PlatformMs)
+			fmt.Fprintf(tw, "platform (all but the load generator)\t\t%.2f\t%.3f\t%.1f\t\n", t.PlatformS, t.PlatformMs, t.PlatformSwitchesPerOp)
 		}
 		tw.Flush()
 	}

@@ -56,6 +56,44 @@ func Time(pid int) (time.Duration, error) {
 	return parseStat(b)
 }
 
+// Switches is how many times the threads of pid have been switched onto a
+// CPU so far: the third field of each thread's
+// /proc/<pid>/task/<tid>/schedstat. Each is a thread woken after it slept
+// (a message it waited for, a lock, a timer) or run again after a
+// preemption: on a virtual machine, a round trip between two processes
+// costs about as much in these switches as in the work it carries, so the
+// count per operation is a figure to compare between builds that is not
+// moved by the host's speed as CPU time is. Threads that ended are not
+// counted; a kernel without schedstat counts 0.
+func Switches(pid int) (int64, error) {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, t := range tasks {
+		b, err := os.ReadFile(dir + "/" + t.Name() + "/schedstat")
+		if err != nil {
+			continue // the thread ended meanwhile, or no schedstat
+		}
+		if v, err := parseSchedstat(b); err == nil {
+			n += v
+		}
+	}
+	return n, nil
+}
+
+// parseSchedstat reads the count of timeslices (the third field) from a
+// schedstat line: "<ns on cpu> <ns waiting> <timeslices>".
+func parseSchedstat(b []byte) (int64, error) {
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return 0, errors.New("schedstat: too few fields")
+	}
+	return strconv.ParseInt(f[2], 10, 64)
+}
+
 // parseStat reads utime and stime from a /proc/<pid>/stat line. The command
 // name (field 2) is in parentheses and may hold spaces and parentheses of
 // its own, so the fields are counted from the last ')'.
@@ -79,11 +117,21 @@ func parseStat(b []byte) (time.Duration, error) {
 
 // Row is one process's share of a measured interval.
 type Row struct {
-	Name       string  `json:"name"`
-	PIDs       int     `json:"pids"` // processes summed into the row (PostgreSQL backends: several)
-	Seconds    float64 `json:"cpu_s"`
-	MsPerOp    float64 `json:"ms_per_op"`
-	Incomplete bool    `json:"incomplete,omitempty"` // a process ended during the interval: its last CPU is missing
+	Name    string  `json:"name"`
+	PIDs    int     `json:"pids"` // processes summed into the row (PostgreSQL backends: several)
+	Seconds float64 `json:"cpu_s"`
+	MsPerOp float64 `json:"ms_per_op"`
+	// Switches is how many times the row's threads were switched onto a
+	// CPU in the interval (Switches), SwitchesPerOp per operation.
+	Switches      int64   `json:"switches"`
+	SwitchesPerOp float64 `json:"switches_per_op"`
+	Incomplete    bool    `json:"incomplete,omitempty"` // a process ended during the interval: its last CPU is missing
+}
+
+// usage is what a sample reads of one process.
+type usage struct {
+	cpu      time.Duration
+	switches int64
 }
 
 // Meter samples a fixed set of processes plus, each time, the processes a
@@ -93,7 +141,7 @@ type Row struct {
 type Meter struct {
 	procs    []Proc
 	discover func(context.Context) ([]Proc, error)
-	before   map[Proc]time.Duration
+	before   map[Proc]usage
 	start    time.Time
 }
 
@@ -102,7 +150,7 @@ func NewMeter(procs []Proc, discover func(context.Context) ([]Proc, error)) *Met
 	return &Meter{procs: procs, discover: discover}
 }
 
-func (m *Meter) sample(ctx context.Context) (map[Proc]time.Duration, error) {
+func (m *Meter) sample(ctx context.Context) (map[Proc]usage, error) {
 	all := append([]Proc(nil), m.procs...)
 	if m.discover != nil {
 		more, err := m.discover(ctx)
@@ -111,16 +159,23 @@ func (m *Meter) sample(ctx context.Context) (map[Proc]time.Duration, error) {
 		}
 		all = append(all, more...)
 	}
-	out := make(map[Proc]time.Duration, len(all))
+	out := make(map[Proc]usage, len(all))
 	for _, p := range all {
 		t, err := Time(p.PID)
+		if err == nil {
+			var n int64
+			n, err = Switches(p.PID)
+			t := usage{cpu: t, switches: n}
+			if err == nil {
+				out[p] = t
+			}
+		}
 		if err != nil {
 			if m.before != nil {
 				continue // ended meanwhile: Stop marks it
 			}
 			return nil, fmt.Errorf("cpu of %s (pid %d): %w", p.Name, p.PID, err)
 		}
-		out[p] = t
 	}
 	return out, nil
 }
@@ -163,19 +218,24 @@ func (m *Meter) Stop(ctx context.Context, ops int64) ([]Row, error) {
 			r.Incomplete = true
 			continue
 		}
-		r.Seconds += (a - b).Seconds()
+		r.Seconds += (a.cpu - b.cpu).Seconds()
+		if d := a.switches - b.switches; d > 0 { // a thread that ended takes its count along
+			r.Switches += d
+		}
 	}
 	for p, a := range after {
 		if _, ok := m.before[p]; !ok { // started during the interval
 			r := row(p.Name)
 			r.PIDs++
-			r.Seconds += a.Seconds()
+			r.Seconds += a.cpu.Seconds()
+			r.Switches += a.switches
 		}
 	}
 	out := make([]Row, 0, len(rows))
 	for _, r := range rows {
 		if ops > 0 {
 			r.MsPerOp = 1000 * r.Seconds / float64(ops)
+			r.SwitchesPerOp = float64(r.Switches) / float64(ops)
 		}
 		out = append(out, *r)
 	}

@@ -89,3 +89,36 @@ func TestMeterAccountsBurntCPU(t *testing.T) {
 		t.Fatalf("self = %+v; want ≥ 0.05 s, ms per op = s/10", s)
 	}
 }
+
+func TestParseSchedstat(t *testing.T) {
+	t.Parallel()
+	if n, err := parseSchedstat([]byte("26352444 8397301 15\n")); err != nil || n != 15 {
+		t.Fatalf("parseSchedstat = %d, %v; want 15", n, err)
+	}
+	for _, bad := range []string{"", "1 2", "1 2 x"} {
+		if _, err := parseSchedstat([]byte(bad)); err == nil {
+			t.Errorf("parseSchedstat(%q): no error", bad)
+		}
+	}
+}
+
+// A thread that sleeps and wakes n times is switched onto a CPU at least n
+// times: the meter's row of this process counts them.
+func TestMeterCountsSwitches(t *testing.T) {
+	ctx := context.Background()
+	m := NewMeter([]Proc{{"self", os.Getpid()}}, nil)
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const wakes = 50
+	for range wakes {
+		time.Sleep(time.Millisecond)
+	}
+	rows, err := m.Stop(ctx, wakes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || rows[0].Switches < wakes || rows[0].SwitchesPerOp != float64(rows[0].Switches)/wakes {
+		t.Fatalf("rows = %+v; want at least %d switches, per op = switches/%d", rows, wakes, wakes)
+	}
+}

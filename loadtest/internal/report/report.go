@@ -75,6 +75,11 @@ type CPUTable struct {
 	// PostgreSQL), the list issue 17's CPU-per-hold aim sums.
 	PlatformS  float64 `json:"platform_cpu_s"`
 	PlatformMs float64 `json:"platform_ms_per_op"`
+	// PlatformSwitches is how many times the platform's threads were
+	// switched onto a CPU (cpu.Switches), PlatformSwitchesPerOp per
+	// operation: the round trips between its processes, counted.
+	PlatformSwitches      int64   `json:"platform_switches"`
+	PlatformSwitchesPerOp float64 `json:"platform_switches_per_op"`
 }
 
 // Failed lists the failed checks.

@@ -246,6 +246,7 @@ func (e *Env) cpuTable(ctx context.Context, r *report.Report, m *cpu.Meter, op s
 		t.TotalS += row.Seconds
 		if row.Name != loadGenerator {
 			t.PlatformS += row.Seconds
+			t.PlatformSwitches += row.Switches
 		}
 		if row.Incomplete {
 			r.Notes = append(r.Notes, fmt.Sprintf("cpu of %s: a process ended during %s; its last CPU is missing", row.Name, op))
@@ -256,6 +257,8 @@ func (e *Env) cpuTable(ctx context.Context, r *report.Report, m *cpu.Meter, op s
 		t.PlatformMs = 1000 * t.PlatformS / float64(ops)
 		r.Figures["cpu_ms_per_"+op] = t.TotalMs
 		r.Figures["cpu_ms_per_"+op+"_platform"] = t.PlatformMs
+		t.PlatformSwitchesPerOp = float64(t.PlatformSwitches) / float64(ops)
+		r.Figures["switches_per_"+op+"_platform"] = t.PlatformSwitchesPerOp
 	}
 	r.CPU = append(r.CPU, t)
 }
