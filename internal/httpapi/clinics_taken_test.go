@@ -79,7 +79,8 @@ func TestTakenSlotAnsweredByARead(t *testing.T) {
 // takes the slot in its transaction, the others wait for it and are then
 // refused by a read — exactly one 201, every other hold 409 slot_taken with
 // alternatives that leave the slot out, and only the winner's key stored.
-// Two retries of a loser's key and a herd on a second slot run alongside.
+// Three holds with one key (a client's retries: when that key wins, the
+// other two replay its 201) and a herd on a second slot run alongside.
 func TestHerdOnASlotWaitsForItsHoldInFlight(t *testing.T) {
 	e, clinic, _, slots := startDayOf24(t)
 	path := "/v1/clinics/" + clinic + "/appointments"
@@ -99,11 +100,17 @@ func TestHerdOnASlotWaitsForItsHoldInFlight(t *testing.T) {
 	for range 3 {
 		hold("retrier", retried, targets[0])
 	}
+	// A 201 is a win, or — for the retried key only, when it won — the
+	// replay of that win.
 	won := map[string]int{}
 	for _, res := range h.run(e) {
 		switch {
 		case res.err != nil:
 			t.Errorf("%v", res.err)
+		case res.r.Status == http.StatusCreated && res.r.Header.Get("Idempotent-Replayed") == "true":
+			if h.reqs[res.i].IdemKey != retried {
+				t.Errorf("slot %s: a 201 replayed for a key sent once", res.tag)
+			}
 		case res.r.Status == http.StatusCreated:
 			won[res.tag]++
 		default:
