@@ -17,18 +17,29 @@ import (
 // and counts the outcomes as "status code[ limit=max]".
 func raceAppointments(t *testing.T, ce *clinicEnv, clinicID, guest string, slots []string) map[string]int {
 	t.Helper()
+	var bodies []map[string]any
+	for _, slot := range slots {
+		bodies = append(bodies, map[string]any{"slot_id": slot})
+	}
+	return raceClinicHolds(t, ce, clinicID, guest, bodies)
+}
+
+// raceClinicHolds has one guest send the holds of bodies at once and counts the
+// outcomes as raceAppointments does.
+func raceClinicHolds(t *testing.T, ce *clinicEnv, clinicID, guest string, bodies []map[string]any) map[string]int {
+	t.Helper()
 	var (
 		mu      sync.Mutex
 		outcome = map[string]int{}
 		wg      sync.WaitGroup
 		start   = make(chan struct{})
 	)
-	for _, slot := range slots {
+	for _, body := range bodies {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			<-start
-			r, err := ce.hold(context.Background(), clinicID, guest, map[string]any{"slot_id": slot})
+			r, err := ce.hold(context.Background(), clinicID, guest, body)
 			key := "transport error"
 			if err == nil {
 				key = fmt.Sprintf("%d %s", r.Status, r.Code())
@@ -87,6 +98,35 @@ func TestClinicGuestHoldLimitRace(t *testing.T) {
 		// slots[15] may be one of the three held: its lapsed hold is taken over.
 		t.Fatalf("hold after the holds lapsed: %v %d %s", err, r.Status, r.Body)
 	}
+}
+
+// The same race by window, each hold asking for any slot of one doctor's
+// hour. A window hold's take travels with the guest's checks (ADR 0011,
+// 2026-12-02 evening): a hold the limit refuses rolls its take back, so
+// exactly 3 slots end held, each by its appointment, and every other slot
+// is open.
+func TestClinicGuestHoldLimitRaceByWindow(t *testing.T) {
+	t.Parallel()
+	ce := startClinicsWith(t, time.Minute, bookingtest.Options{GuestLimits: berth.GuestLimits{Holds: 3, Quantity: 50}})
+	clinicID := ce.seedClinic("Europe/Berlin")
+	var bodies []map[string]any
+	for range 16 {
+		d := ce.seedDoctor(clinicID, 30, true, allWeek("09:00", "10:00"))
+		ce.materialize(clinicID, bookingtest.Date(5), bookingtest.Date(6))
+		ss := ce.slots(clinicID, d, bookingtest.Date(5))
+		bodies = append(bodies, map[string]any{"doctor_id": d, "window_start": ss[0].StartsAt, "window_end": ss[len(ss)-1].EndsAt})
+	}
+	outcome := raceClinicHolds(t, ce, clinicID, "hoarder", bodies)
+	if outcome["201 "] != 3 || outcome["409 limit_exceeded holds_per_guest=3"] != len(bodies)-3 {
+		t.Fatalf("outcomes = %v, want 3 × 201 and %d × 409 limit_exceeded holds_per_guest=3", outcome, len(bodies)-3)
+	}
+	if n := ce.queryInt(`SELECT count(*) FROM slots WHERE clinic_id = $1 AND status <> 'open'`, clinicID); n != 3 {
+		t.Fatalf("%d slots taken, want 3: a refused hold's take must roll back", n)
+	}
+	if n := ce.queryInt(`SELECT count(*) FROM appointments WHERE clinic_id = $1 AND guest_id = 'hoarder' AND status = 'held'`, clinicID); n != 3 {
+		t.Fatalf("%d held appointments in the database, want 3", n)
+	}
+	ce.checkSlotInvariant(clinicID)
 }
 
 // Without prepayment an appointment is confirmed at once and is no hold, but

@@ -62,10 +62,11 @@ func TestWarmCoversTheAppointmentHoldPath(t *testing.T) {
 }
 
 // TestAppointmentHoldRoundTrips counts the round trips to the database of
-// the two answers an opening gives most (ADR 0011): a hold of a slot that
-// wins is four — the fence, the key claim and the slot's read; the guest's
+// the answers an opening gives most (ADR 0011): a hold of a slot that wins
+// is four — the fence, the key claim and the slot's read; the guest's
 // checks; the take; the new rows with the COMMIT — and a hold of a slot
-// found taken a moment ago, refused by a read, is one.
+// found taken a moment ago, refused by a read, is one; a window hold that
+// wins is three, one refused by a read one.
 func TestAppointmentHoldRoundTrips(t *testing.T) {
 	rec := &dbtest.TripRecorder{}
 	e := startClinicsWith(t, 0, bookingtest.Options{DB: postgres.Options{Tracer: rec}})
@@ -75,24 +76,38 @@ func TestAppointmentHoldRoundTrips(t *testing.T) {
 	e.materialize(clinic, day, bookingtest.Date(15))
 	slots := e.slots(clinic, doctor, day)
 	path := "/v1/clinics/" + clinic + "/appointments"
-	hold := func(guest string, want int) [][]string {
+	hold := func(guest string, body map[string]any, want int) [][]string {
 		t.Helper()
+		body["guest_id"] = guest
 		var r bookingtest.Response
 		trips := rec.Record(func() {
-			r = e.Do(bookingtest.Request{Method: "POST", Path: path, Token: e.guest(guest), IdemKey: bookingtest.NewKey(),
-				Body: map[string]any{"guest_id": guest, "slot_id": slots[0].ID}})
+			r = e.Do(bookingtest.Request{Method: "POST", Path: path, Token: e.guest(guest), IdemKey: bookingtest.NewKey(), Body: body})
 		})
 		if r.Status != want {
 			t.Fatalf("hold by %s: %d %s, want %d", guest, r.Status, r.Body, want)
 		}
 		return trips
 	}
-	if trips := hold("g1", http.StatusCreated); len(trips) != 4 {
+	named := func() map[string]any { return map[string]any{"slot_id": slots[0].ID} }
+	if trips := hold("g1", named(), http.StatusCreated); len(trips) != 4 {
 		t.Errorf("a winning hold of a slot took %d round trips, want 4:\n%s", len(trips), dbtest.Describe(trips))
 	}
-	hold("g2", http.StatusConflict) // its transaction finds the slot taken
-	if trips := hold("g3", http.StatusConflict); len(trips) != 1 {
+	hold("g2", named(), http.StatusConflict) // its transaction finds the slot taken
+	if trips := hold("g3", named(), http.StatusConflict); len(trips) != 1 {
 		t.Errorf("a hold of a slot found taken a moment ago took %d round trips, want 1 (a read):\n%s", len(trips), dbtest.Describe(trips))
+	}
+	// A window hold that wins is three: the fence, the key claim and the
+	// doctor's read; the guest's checks with the take; the new rows with
+	// the COMMIT. One of a window found full a moment ago is one read.
+	window := func() map[string]any {
+		return map[string]any{"doctor_id": doctor, "window_start": slots[1].StartsAt, "window_end": slots[1].EndsAt}
+	}
+	if trips := hold("g4", window(), http.StatusCreated); len(trips) != 3 {
+		t.Errorf("a winning window hold took %d round trips, want 3:\n%s", len(trips), dbtest.Describe(trips))
+	}
+	hold("g5", window(), http.StatusConflict) // its transaction finds the window full
+	if trips := hold("g6", window(), http.StatusConflict); len(trips) != 1 {
+		t.Errorf("a window hold of a window found full a moment ago took %d round trips, want 1 (a read):\n%s", len(trips), dbtest.Describe(trips))
 	}
 }
 

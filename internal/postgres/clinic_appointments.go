@@ -198,7 +198,7 @@ func (c *ClinicStore) Hold(ctx context.Context, req appointment.HoldRequest, ide
 				return nil, slotTaken(ctx, tx, req.ClinicID, h.doctorID, req.SlotID, req.GuestID, h.startsAt, takenSlotDetail)
 			}
 			prepay, price = h.prepay, h.price
-			busy, err := c.checkClinicGuest(ctx, tx, req.ClinicID, req.GuestID, prepay, h.doctorID, []time.Time{h.localDate}, &h.localDate)
+			busy, err := c.checkClinicGuest(ctx, tx, req.ClinicID, req.GuestID, prepay, h.doctorID, []time.Time{h.localDate}, &h.localDate, nil)
 			if err != nil {
 				return nil, err
 			}
@@ -330,11 +330,22 @@ func (c *ClinicStore) holdInWindow(ctx context.Context, tx pgx.Tx, req appointme
 	for _, d := range appointment.LocalDates(req.WindowStart, req.WindowEnd, loc) {
 		days = append(days, d.Time())
 	}
-	if _, err := c.checkClinicGuest(ctx, tx, req.ClinicID, req.GuestID, prepay, req.DoctorID, days, nil); err != nil {
-		return took{}, false, price, err
+	// The take goes in the guest checks' round trip: when they refuse (a
+	// limit exceeded, never kept with the key) the transaction rolls back
+	// and the take with it; the guest's busy days are takeFirstSQL's own
+	// rule, read after the day rows are locked.
+	var (
+		t  took
+		ok bool
+	)
+	take := &firstReads{
+		queue: func(b *pgx.Batch) { queueTakeFirst(b, req, statusOf(prepay).SlotStatus(), c.holdTTL) },
+		read: func(br pgx.BatchResults) (err error) {
+			t, ok, err = scanTakeFirst(br.QueryRow())
+			return err
+		},
 	}
-	t, ok, err := takeFirst(ctx, tx, req, statusOf(prepay).SlotStatus(), c.holdTTL)
-	if err != nil {
+	if _, err := c.checkClinicGuest(ctx, tx, req.ClinicID, req.GuestID, prepay, req.DoctorID, days, nil, take); err != nil {
 		return took{}, false, price, err
 	}
 	if !ok {

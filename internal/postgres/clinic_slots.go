@@ -326,16 +326,20 @@ WHERE s.clinic_id = $1 AND s.slot_id = pick.slot_id
 RETURNING s.slot_id::TEXT, pick.status, COALESCE(pick.appointment_id::TEXT, ''), s.doctor_id::TEXT, s.starts_at, s.ends_at,
           s.local_date, s.hold_expires_at, now()`
 
-// takeFirst runs takeFirstSQL for a hold by window; ok is false when no
-// slot of the window was left for the guest.
-func takeFirst(ctx context.Context, tx pgx.Tx, req appointment.HoldRequest, to appointment.SlotStatus, ttl time.Duration) (took, bool, error) {
+// queueTakeFirst queues takeFirstSQL for a hold by window; scanTakeFirst
+// reads its row (ok is false when no slot of the window was left for the
+// guest).
+func queueTakeFirst(b *pgx.Batch, req appointment.HoldRequest, to appointment.SlotStatus, ttl time.Duration) {
+	b.Queue(takeFirstSQL, req.ClinicID, req.DoctorID, req.WindowStart, req.WindowEnd, req.GuestID,
+		string(to), req.AppointmentID, ttl.Microseconds())
+}
+
+func scanTakeFirst(row pgx.Row) (took, bool, error) {
 	var (
 		t    took
 		prev string
 	)
-	err := tx.QueryRow(ctx, takeFirstSQL, req.ClinicID, req.DoctorID, req.WindowStart, req.WindowEnd, req.GuestID,
-		string(to), req.AppointmentID, ttl.Microseconds()).
-		Scan(&t.slotID, &prev, &t.prevAppt, &t.doctorID, &t.startsAt, &t.endsAt, &t.localDate, &t.holdExpiresAt, &t.now)
+	err := row.Scan(&t.slotID, &prev, &t.prevAppt, &t.doctorID, &t.startsAt, &t.endsAt, &t.localDate, &t.holdExpiresAt, &t.now)
 	return t.finish(prev, err, "take a slot in the window")
 }
 

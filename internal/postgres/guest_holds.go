@@ -119,8 +119,12 @@ const countClinicGuestSQL = `SELECT count(*) FILTER (WHERE status = 'held'), cou
 // Each count runs after the lock before it is granted, so under READ
 // COMMITTED it sees every write committed by whoever held the lock before.
 // A refusal takes nothing (the day rows are only lock rows).
+//
+// then (nil: none) is sent behind those statements in the same round trip
+// and read after them: only what a refusal here rolls back, since a limit
+// exceeded is no outcome kept with the key (the window hold's take).
 func (c *ClinicStore) checkClinicGuest(ctx context.Context, tx pgx.Tx, clinicID, guestID string, isHold bool,
-	doctorID string, days []time.Time, busyOn *time.Time) (busy bool, err error) {
+	doctorID string, days []time.Time, busyOn *time.Time, then *firstReads) (busy bool, err error) {
 	b := &pgx.Batch{}
 	b.Queue(lockClinicGuestSQL, clinicID, guestID, c.s.region)
 	b.Queue(countClinicGuestSQL, clinicID, guestID)
@@ -128,18 +132,27 @@ func (c *ClinicStore) checkClinicGuest(ctx context.Context, tx pgx.Tx, clinicID,
 	if busyOn != nil {
 		b.Queue(liveElsewhereSQL, clinicID, doctorID, guestID, *busyOn, "")
 	}
+	if then != nil {
+		then.queue(b)
+	}
 	br := tx.SendBatch(ctx, b)
 	_, lockErr := br.Exec()
 	var held, live, others int64
 	countErr := br.QueryRow().Scan(&held, &live)
 	_, daysErr := br.Exec()
-	var busyErr error
+	var busyErr, thenErr error
 	if busyOn != nil {
 		busyErr = br.QueryRow().Scan(&others)
+	}
+	if then != nil {
+		thenErr = then.read(br)
 	}
 	closeErr := br.Close()
 	if err := errors.Join(lockErr, countErr, daysErr, busyErr, closeErr); err != nil {
 		return false, fmt.Errorf("count guest appointments: %w", err)
+	}
+	if thenErr != nil {
+		return false, thenErr
 	}
 	l := c.s.limits
 	if which := l.Which(int(held), int(live), 1, isHold); which != "" {
