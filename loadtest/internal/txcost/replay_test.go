@@ -147,10 +147,17 @@ func TestHoldReplayWritesWhatTheStoreWrites(t *testing.T) {
 		{"events of another shape than the store's", `SELECT count(*) FROM outbox e, (SELECT payload FROM outbox WHERE aggregate_id = $1) s
 		  WHERE ARRAY(SELECT jsonb_object_keys(e.payload) ORDER BY 1) <> ARRAY(SELECT jsonb_object_keys(s.payload) ORDER BY 1)`, []any{req.ReservationID}},
 		// The stored answer is the sample's, the store's by its own code;
-		// it differs from this one in the digits of its price at most.
+		// it differs from this one in the digits of its price at most, once
+		// the fractions of seconds are left out: a time renders without its
+		// trailing zeros, and the answer has three of one instant (created,
+		// updated, expiring), so a hold whose instant ends in two zeros
+		// (about one in a hundred) rendered 6 bytes fewer than the other
+		// and failed this on that alone; the replayed answers are all one
+		// hold's bytes, so all of them did.
 		{"answers of another size than the store's", `SELECT count(*) FROM idempotency_keys k,
 		   (SELECT response_body FROM idempotency_keys WHERE idem_key = $1) s
-		  WHERE abs(octet_length(k.response_body) - octet_length(s.response_body)) > 4`, []any{key}},
+		  WHERE abs(octet_length(regexp_replace(convert_from(k.response_body, 'UTF8'), '\.[0-9]+', '', 'g'))
+		          - octet_length(regexp_replace(convert_from(s.response_body, 'UTF8'), '\.[0-9]+', '', 'g'))) > 4`, []any{key}},
 	} {
 		var n int
 		if err := raw.QueryRow(ctx, c.q, c.args...).Scan(&n); err != nil {
