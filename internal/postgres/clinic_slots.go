@@ -92,18 +92,23 @@ const alternativesSQL = `
 // slotAlternativesSQL is alternativesSQL around slot $2 itself, its doctor
 // and start read from its row: the candidates of the alternatives to a
 // hold of that slot, in the same round trip as the read that finds it
-// taken (refuseTakenSlot). No rows when there is no such slot.
+// taken (refuseTakenSlot). No rows when there is no such slot. The two
+// sides are a LATERAL subquery of the slot's row, so each is an index scan
+// in starts_at order that stops at its LIMIT, as alternativesSQL's are
+// (joined instead, the plan sorted every slot on each side first: 0.6 ms
+// against 0.1 by EXPLAIN ANALYZE).
 const slotAlternativesSQL = `
-	WITH sl AS (SELECT doctor_id, starts_at FROM slots WHERE clinic_id = $1 AND slot_id = $2)
-	(SELECT s.slot_id::TEXT, s.starts_at, s.ends_at, 'open' FROM slots s, sl
+	SELECT a.* FROM slots sl, LATERAL (
+	(SELECT s.slot_id::TEXT, s.starts_at, s.ends_at, 'open' FROM slots s
 	 WHERE s.clinic_id = $1 AND s.doctor_id = sl.doctor_id AND s.slot_id <> $2 AND s.starts_at >= sl.starts_at
 	   AND s.starts_at > now() AND ` + takeableSQL + `
 	 ORDER BY s.starts_at LIMIT $3)
 	UNION ALL
-	(SELECT s.slot_id::TEXT, s.starts_at, s.ends_at, 'open' FROM slots s, sl
+	(SELECT s.slot_id::TEXT, s.starts_at, s.ends_at, 'open' FROM slots s
 	 WHERE s.clinic_id = $1 AND s.doctor_id = sl.doctor_id AND s.slot_id <> $2 AND s.starts_at < sl.starts_at
 	   AND s.starts_at > now() AND ` + takeableSQL + `
-	 ORDER BY s.starts_at DESC LIMIT $3)`
+	 ORDER BY s.starts_at DESC LIMIT $3)) a
+	WHERE sl.clinic_id = $1 AND sl.slot_id = $2`
 
 // spreadAlternatives reads the rows of alternativesSQL and chooses the
 // guest's alternatives among them.

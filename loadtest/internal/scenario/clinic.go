@@ -110,9 +110,10 @@ func (e *Env) sampleLockWaits(ctx context.Context) (stop func() (float64, bool))
 // RunClinicOpening creates, for each patient model, a clinic with doctors
 // and a day of slots, then lets every patient try to book with that model;
 // the audit proves no slot has two live appointments. Figures: booked and
-// fill_ratio of the last model, <model>_booked, <model>_fill_ratio and
-// <model>_lock_wait_share of each, and the ratios of the last model to the
-// first.
+// fill_ratio of the last model, <model>_booked, <model>_fill_ratio,
+// <model>_lock_wait_share and <model>_refused_without_alternatives (409
+// slot_taken answers that offered nothing to try) of each, and the ratios
+// of the last model to the first.
 func (e *Env) RunClinicOpening(ctx context.Context, o ClinicOpening) (*report.Report, error) {
 	if len(o.Models) == 0 {
 		o.Models = PatientModels
@@ -173,18 +174,19 @@ func (e *Env) RunClinicOpening(ctx context.Context, o ClinicOpening) (*report.Re
 		}
 		dials := e.Client.Dials()
 		rec := engine.NewRecorder()
-		var booked atomic.Int64
+		var booked, bare atomic.Int64
 		stopWaits := e.sampleLockWaits(ctx)
 		var res engine.Result
 		e.accountCPU(ctx, r, e.cpuMeter(e.CPUProcs, e.CPUPostgres), model+"_hold", func() int64 {
 			res = e.drive(ctx, r, o.Load, rec, func() string { return fmt.Sprintf("%s: booked %d/%d", model, booked.Load(), cl.total) },
-				e.patient(model, cl, ledger, &booked))
+				e.patient(model, cl, ledger, &booked, &bare))
 			return res.Completed
 		})
 		if share, ok := stopWaits(); ok {
 			r.Figures[model+"_lock_wait_share"] = share
 		}
 		r.Figures[model+"_dials"] = float64(e.Client.Dials() - dials)
+		r.Figures[model+"_refused_without_alternatives"] = float64(bare.Load())
 		n, total := booked.Load(), int64(cl.total)
 		r.Figures[model+"_booked"], r.Figures[model+"_fill_ratio"] = float64(n), float64(n)/float64(max(total, 1))
 		r.Figures["slots"], r.Figures["booked"], r.Figures["fill_ratio"] = float64(total), float64(n), float64(n)/float64(max(total, 1))
@@ -282,7 +284,7 @@ func (e *Env) openClinic(ctx context.Context, region, clinicID string, doctors i
 // clinic's window is active), then asks again with the access token — as
 // a client that follows the contract does, so a clinic without a waiting
 // room gets no request but the patient's holds.
-func (e *Env) patient(model string, cl openedClinic, ledger *audit.Ledger, booked *atomic.Int64) engine.Task {
+func (e *Env) patient(model string, cl openedClinic, ledger *audit.Ledger, booked, bare *atomic.Int64) engine.Task {
 	regions := e.Client.Targets.Regions
 	return func(ctx context.Context, s *engine.Session) {
 		guest := "pat-" + uuid.NewString()[:12]
@@ -317,6 +319,9 @@ func (e *Env) patient(model string, cl openedClinic, ledger *audit.Ledger, booke
 					}
 					if alternatives == nil {
 						alternatives = []slot{}
+					}
+					if len(alternatives) == 0 {
+						bare.Add(1)
 					}
 				}
 				gated = err == nil && resp.Status == http.StatusPreconditionRequired && resp.Code() == "waiting_room"
