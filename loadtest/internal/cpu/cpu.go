@@ -161,23 +161,26 @@ func (m *Meter) sample(ctx context.Context) (map[Proc]usage, error) {
 	}
 	out := make(map[Proc]usage, len(all))
 	for _, p := range all {
-		t, err := Time(p.PID)
-		if err == nil {
-			var n int64
-			n, err = Switches(p.PID)
-			t := usage{cpu: t, switches: n}
-			if err == nil {
-				out[p] = t
-			}
-		}
+		u, err := read(p.PID)
 		if err != nil {
 			if m.before != nil {
 				continue // ended meanwhile: Stop marks it
 			}
 			return nil, fmt.Errorf("cpu of %s (pid %d): %w", p.Name, p.PID, err)
 		}
+		out[p] = u
 	}
 	return out, nil
+}
+
+// read reads what a sample keeps of pid.
+func read(pid int) (usage, error) {
+	t, err := Time(pid)
+	if err != nil {
+		return usage{}, err
+	}
+	n, err := Switches(pid)
+	return usage{cpu: t, switches: n}, err
 }
 
 // Start takes the first sample.
