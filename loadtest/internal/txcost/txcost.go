@@ -58,6 +58,9 @@ type Options struct {
 	Keep bool // keep the scratch database
 	// Batch is the largest batch of the batched leg (Store.SetHoldBatch).
 	Batch int
+	// Lanes is the batched leg's hold lanes (Store.SetHoldLanes); 0 keeps
+	// the store's default, postgres.DefaultHoldLanes.
+	Lanes int
 	// Rounds runs each shape's legs this many times, every other round in
 	// reverse order (A B … B A), so that a machine growing slower or faster
 	// during the run moves the legs compared alike (order). 0 and 1: once.
@@ -280,6 +283,9 @@ func Run(ctx context.Context, adminURL string, o Options) ([]Row, error) {
 	store.SetHoldBatch(0) // one transaction per hold
 	batched := postgres.NewStore(db, region, holdTTL)
 	batched.SetHoldBatch(max(o.Batch, 2))
+	if o.Lanes > 0 {
+		batched.SetHoldLanes(o.Lanes)
+	}
 	meterConn, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
 		return nil, err
