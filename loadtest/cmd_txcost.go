@@ -4,6 +4,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/berthhq/berth/internal/config"
 	"github.com/berthhq/berth/loadtest/internal/txcost"
 	"github.com/spf13/cobra"
 )
@@ -22,9 +23,14 @@ func txcostCmd() *cobra.Command {
 			"the store) and Store.Hold in-process, with hot-partition batching off\n" +
 			"and on (\"store hold batched\") — on spread inventory and on\n" +
 			"one hot row set. Prints the rates and each leg's ratio to the minimal transaction of the same shape\n" +
-			"(and round: --rounds 2 runs the legs A B … B A and averages each leg's ratios over the rounds).",
+			"(and round: --rounds 2 runs the legs A B … B A and averages each leg's ratios over the rounds).\n\n" +
+			"The Go legs run with the booking service's garbage-collector target (GOGC 400 unless GOGC is set), as\n" +
+			"Store.Hold runs in the service.",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Log = cmd.ErrOrStderr()
+			// Store.Hold runs here as it runs in the booking service,
+			// whose collector target this is (internal/config).
+			config.ServiceGC()
 			rows, err := txcost.Run(cmd.Context(), dbURL, o)
 			if err != nil {
 				return err
