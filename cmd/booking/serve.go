@@ -228,7 +228,8 @@ Environment: BERTH_PPROF_ADDR (off; e.g. 127.0.0.1:6060: net/http/pprof on its o
 BERTH_TOKEN_MAX_TTL (24h: the longest token lifetime accepted),
 BERTH_ISOLATION (read_committed|serializable), BERTH_HOLD_TTL (10m), BERTH_WAITLIST_OFFER_TTL (15m: a waitlist offer's hold),
 BERTH_HOLD_BATCH (64: holds of one room type decided in one transaction; 0 off), BERTH_HOLD_LANES (2: hold transactions
-of idle room types at once before more wait for a group; 0 off), BERTH_LOCK_TIMEOUT (2s), BERTH_STATEMENT_TIMEOUT (5s), BERTH_IDLE_IN_TX_TIMEOUT (60s), BERTH_SWEEP_INTERVAL (5s), BERTH_NO_SHOW_CUTOFF (12h: hotels' local time, the day after arrival),
+of idle room types at once before more wait for a group; 0 off), BERTH_SOLDOUT_TTL (1s: how long a sold-out refusal
+learnt answers later holds without the database; 0 off), BERTH_LOCK_TIMEOUT (2s), BERTH_STATEMENT_TIMEOUT (5s), BERTH_IDLE_IN_TX_TIMEOUT (60s), BERTH_SWEEP_INTERVAL (5s), BERTH_NO_SHOW_CUTOFF (12h: hotels' local time, the day after arrival),
 BERTH_CLINIC_NO_SHOW_GRACE (30m: after a slot's end, a confirmed patient who has not arrived is a no-show),
 BERTH_DB_MAX_CONNS (32), BERTH_DB_WARM_CONNS (8: connections opened, with the hotel and appointment holds' statements planned, before ready),
 BERTH_SHUTDOWN_TIMEOUT (20s), BERTH_LOG_FORMAT (json|text),
