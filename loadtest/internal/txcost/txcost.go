@@ -620,6 +620,7 @@ func Print(w io.Writer, o Options, rows []Row) {
 	if rounds > 1 {
 		printRounds(w, rows)
 	}
+	printAims(w, rows)
 	for _, r := range rows {
 		if note := r.batchNote(); note != "" {
 			fmt.Fprintf(w, "%s (%s, %s%s):%s\n", r.Leg, r.Client, r.Shape, roundOf(rounds, r), note)
@@ -727,6 +728,76 @@ func printRounds(w io.Writer, rows []Row) {
 			strings.Join(rates, ", "), mean(sumRate, nRate), strings.Join(cpus, ", "), mean(sumCPU, nCPU))
 	}
 	tw.Flush()
+}
+
+// Issue 17's aims for the store as shipped (the "store hold batched" leg,
+// in-process) against pgbench's minimal transaction of the same shape: on
+// spread inventory at least AimSpread of its rate, on one hot row set at
+// least AimHot times it (there pgbench is one transaction per hold, its
+// nights locked in date order).
+const (
+	AimSpread = 0.7
+	AimHot    = 3.0
+)
+
+// printAims says whether the run met each aim, by rate and by CPU per
+// transaction, each the mean of its rounds' ratios (the aims are set by
+// rate; the CPU ratio is what a machine whose speed drifts moves least).
+func printAims(w io.Writer, rows []Row) {
+	var lines []string
+	for _, a := range []struct {
+		shape string
+		aim   float64
+	}{{"spread", AimSpread}, {"hot", AimHot}} {
+		rate, cpu := meanRatios(rows, LegStoreBatched, "in-process", a.shape)
+		if rate == 0 {
+			continue
+		}
+		lines = append(lines, fmt.Sprintf("  %-6s ≥ %.1f ×: by rate %.2f (%s), by CPU %s (%s)", a.shape, a.aim,
+			rate, metText(rate, a.aim), ratioText(cpu), metText(cpu, a.aim)))
+	}
+	if len(lines) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nissue 17's aims, the store as shipped (%s, in-process) ÷ the minimal transaction (pgbench), same shape and round:\n", LegStoreBatched)
+	for _, l := range lines {
+		fmt.Fprintln(w, l)
+	}
+}
+
+// meanRatios are the leg's ratios to the minimal transaction (pgbench) of
+// its shape, by rate and by CPU, each averaged over the rounds that have
+// one (0: none).
+func meanRatios(rows []Row, leg, client, shape string) (rate, cpu float64) {
+	var nRate, nCPU int
+	for _, r := range rows {
+		if r.Leg != leg || r.Client != client || r.Shape != shape {
+			continue
+		}
+		if x := rateRatio(rows, r, "pgbench"); x > 0 {
+			rate, nRate = rate+x, nRate+1
+		}
+		if x := cpuRatio(rows, r); x > 0 {
+			cpu, nCPU = cpu+x, nCPU+1
+		}
+	}
+	if nRate > 0 {
+		rate /= float64(nRate)
+	}
+	if nCPU > 0 {
+		cpu /= float64(nCPU)
+	}
+	return rate, cpu
+}
+
+func metText(x, aim float64) string {
+	switch {
+	case x == 0:
+		return "no figure"
+	case x >= aim:
+		return "met"
+	}
+	return "not met"
 }
 
 func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }

@@ -87,6 +87,9 @@ func TestPrintTakesEachRatioWithinItsRound(t *testing.T) {
 	}
 	var summary string
 	for line := range strings.Lines(out[strings.Index(out, "over the rounds:"):]) {
+		if strings.TrimSpace(line) == "" {
+			break // the rounds' table ends
+		}
 		if strings.Contains(line, LegStoreBatched) {
 			summary = line
 		}
@@ -96,6 +99,38 @@ func TestPrintTakesEachRatioWithinItsRound(t *testing.T) {
 	for _, want := range []string{" 550 ", "0.80, 0.60", "0.70"} {
 		if !strings.Contains(summary, want) {
 			t.Errorf("summary line %q lacks %q; whole output:\n%s", summary, want, out)
+		}
+	}
+}
+
+// The aims' lines compare the store as shipped with the minimal
+// transaction of its shape, averaged over the rounds, by rate and by CPU.
+func TestPrintSaysWhetherTheAimsAreMet(t *testing.T) {
+	t.Parallel()
+	row := func(leg, shape string, round int, ops int64, cpu time.Duration) Row {
+		client := "in-process"
+		if leg == LegMinimal {
+			client = "pgbench"
+		}
+		return Row{Leg: leg, Client: client, Shape: shape, Round: round, Ops: ops, Seconds: 1, BackendCPU: cpu}
+	}
+	rows := []Row{
+		row(LegMinimal, "spread", 1, 1000, 200*time.Millisecond),
+		row(LegStoreBatched, "spread", 1, 600, 150*time.Millisecond), // 0.60 by rate; CPU 250 µs against 200: 0.80
+		row(LegStoreBatched, "spread", 2, 700, 175*time.Millisecond), // 0.70; 250 µs against 200: 0.80
+		row(LegMinimal, "spread", 2, 1000, 200*time.Millisecond),
+		row(LegMinimal, "hot", 1, 100, 100*time.Millisecond),
+		row(LegStoreBatched, "hot", 1, 310, 100*time.Millisecond), // 3.10 by rate; CPU 323 µs against 1,000: 3.10
+	}
+	var b strings.Builder
+	Print(&b, Options{Workers: 16, Duration: time.Second, Stay: 3, Rounds: 2}, rows)
+	out := b.String()
+	for _, want := range []string{
+		"spread ≥ 0.7 ×: by rate 0.65 (not met), by CPU 0.80 (met)",
+		"hot    ≥ 3.0 ×: by rate 3.10 (met), by CPU 3.10 (met)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
 }
