@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net/url"
 	"os"
@@ -210,6 +211,9 @@ func Run(ctx context.Context, adminURL string, o Options) ([]Row, error) {
 	}
 	if o.Rounds < 0 {
 		return nil, fmt.Errorf("--rounds %d: want 1 or more (0 runs once)", o.Rounds)
+	}
+	if o.Lanes < 0 || o.Lanes > 1000 {
+		return nil, fmt.Errorf("--lanes %d: want 1 to 1000 (0: the service's default)", o.Lanes)
 	}
 	u, err := url.Parse(adminURL)
 	if err != nil {
@@ -790,11 +794,13 @@ func meanRatios(rows []Row, leg, client, shape string) (rate, cpu float64) {
 	return rate, cpu
 }
 
+// metText says whether x meets aim as printed (two decimals), so that a
+// ratio shown as 0.70 never reads "not met" against 0.7.
 func metText(x, aim float64) string {
 	switch {
 	case x == 0:
 		return "no figure"
-	case x >= aim:
+	case math.Round(x*100)/100 >= aim:
 		return "met"
 	}
 	return "not met"

@@ -135,6 +135,28 @@ func TestPrintSaysWhetherTheAimsAreMet(t *testing.T) {
 	}
 }
 
+// A ratio printed as the aim meets it.
+func TestMetTextReadsTheFigureAsPrinted(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		x, aim float64
+		want   string
+	}{{0.6996, 0.7, "met"}, {0.694, 0.7, "not met"}, {2.996, 3, "met"}, {0, 0.7, "no figure"}} {
+		if got := metText(c.x, c.aim); got != c.want {
+			t.Errorf("metText(%v, %v) = %q, want %q", c.x, c.aim, got, c.want)
+		}
+	}
+}
+
+// A negative --lanes is refused before anything is created.
+func TestRunRefusesNegativeLanes(t *testing.T) {
+	t.Parallel()
+	_, err := Run(t.Context(), "postgres://127.0.0.1:1/none", Options{Stay: 3, Nights: 30, Lanes: -1})
+	if err == nil || !strings.Contains(err.Error(), "--lanes -1") {
+		t.Fatalf("Run with --lanes -1: %v, want the flag named", err)
+	}
+}
+
 // A negative --rounds is refused before anything is created.
 func TestRunRefusesNegativeRounds(t *testing.T) {
 	t.Parallel()
