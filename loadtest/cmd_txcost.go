@@ -1,10 +1,12 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"time"
 
 	"github.com/berthhq/berth/internal/config"
+	"github.com/berthhq/berth/internal/postgres"
 	"github.com/berthhq/berth/loadtest/internal/txcost"
 	"github.com/spf13/cobra"
 )
@@ -50,7 +52,7 @@ func txcostCmd() *cobra.Command {
 	f.StringSliceVar(&o.Legs, "legs", nil, "run only legs whose \"<leg> <client>\" contains one of these, e.g. pgbench,in-process")
 	f.BoolVar(&o.Keep, "keep", false, "keep the scratch database")
 	f.IntVar(&o.Rounds, "rounds", 1, "run each shape's legs this many times, every other round in reverse order (A B … B A), so that a machine whose speed drifts during the run weighs on every leg alike; ratios are taken within each round and averaged")
-	f.IntVar(&o.Lanes, "lanes", 0, "hold lanes of the \"store hold batched\" leg: hold transactions of idle room types at once before holds group (0: the service's default, postgres.DefaultHoldLanes)")
+	f.IntVar(&o.Lanes, "lanes", 0, fmt.Sprintf("hold lanes of the \"store hold batched\" leg: hold transactions of idle room types at once before holds group (0: the booking service's default, %d)", postgres.DefaultHoldLanes))
 	f.IntVar(&o.Batch, "batch", 64, "largest batch of the \"store hold batched\" leg (holds of one room type per transaction)")
 	return cmd
 }
