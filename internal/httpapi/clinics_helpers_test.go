@@ -33,8 +33,16 @@ func startClinics(t testing.TB, holdTTL time.Duration) *clinicEnv {
 // runs them.
 func startDayOf24(t *testing.T) (e *clinicEnv, clinic, doctor string, slots []slotView) {
 	t.Helper()
-	e = startClinics(t, 0)
+	e, clinic, doctor, slots = startDayOf24With(t, bookingtest.Options{})
 	e.Clinics.SetReadHintTTL(time.Minute)
+	return e, clinic, doctor, slots
+}
+
+// startDayOf24With is startDayOf24's day on a service started with opts
+// (e.g. a statement recorder), the read hints at their default.
+func startDayOf24With(t *testing.T, opts bookingtest.Options) (e *clinicEnv, clinic, doctor string, slots []slotView) {
+	t.Helper()
+	e = startClinicsWith(t, 0, opts)
 	clinic = e.seedClinic("Europe/Madrid")
 	doctor = e.seedDoctor(clinic, 20, false, allWeek("07:00", "15:00"))
 	day := bookingtest.Date(14)

@@ -18,12 +18,7 @@ import (
 // until postgres.AppointmentHoldStatements names it.
 func TestWarmCoversTheAppointmentHoldPath(t *testing.T) {
 	rec := &dbtest.TripRecorder{}
-	e := startClinicsWith(t, 0, bookingtest.Options{DB: postgres.Options{Tracer: rec}})
-	clinic := e.seedClinic("Europe/Madrid")
-	doctor := e.seedDoctor(clinic, 20, false, allWeek("07:00", "15:00"))
-	day := bookingtest.Date(14)
-	e.materialize(clinic, day, bookingtest.Date(15))
-	slots := e.slots(clinic, doctor, day)
+	e, clinic, doctor, slots := startDayOf24With(t, bookingtest.Options{DB: postgres.Options{Tracer: rec}})
 	path := "/v1/clinics/" + clinic + "/appointments"
 	hold := func(guest, key string, body map[string]any, want int) {
 		t.Helper()
@@ -69,12 +64,7 @@ func TestWarmCoversTheAppointmentHoldPath(t *testing.T) {
 // wins is three, one refused by a read one.
 func TestAppointmentHoldRoundTrips(t *testing.T) {
 	rec := &dbtest.TripRecorder{}
-	e := startClinicsWith(t, 0, bookingtest.Options{DB: postgres.Options{Tracer: rec}})
-	clinic := e.seedClinic("Europe/Madrid")
-	doctor := e.seedDoctor(clinic, 20, false, allWeek("07:00", "15:00"))
-	day := bookingtest.Date(14)
-	e.materialize(clinic, day, bookingtest.Date(15))
-	slots := e.slots(clinic, doctor, day)
+	e, clinic, doctor, slots := startDayOf24With(t, bookingtest.Options{DB: postgres.Options{Tracer: rec}})
 	path := "/v1/clinics/" + clinic + "/appointments"
 	hold := func(guest string, body map[string]any, want int) [][]string {
 		t.Helper()
