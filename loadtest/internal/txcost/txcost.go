@@ -708,28 +708,21 @@ func printRounds(w io.Writer, rows []Row) {
 	fmt.Fprintln(tw, "leg\tclient\tshape\tmean tx/s\t÷ minimal (pgbench), each round\tmean\t÷ minimal by CPU, each round\tmean\t")
 	for _, k := range order {
 		var (
-			rate            float64
-			rates, cpus     []string
-			sumRate, sumCPU float64
-			nRate, nCPU     int
+			rate        float64
+			rates, cpus []string
 		)
 		for _, r := range by[k] {
 			rate += r.Rate() / float64(len(by[k]))
 			if x := rateRatio(rows, r, "pgbench"); x > 0 {
-				rates, sumRate, nRate = append(rates, ratioText(x)), sumRate+x, nRate+1
+				rates = append(rates, ratioText(x))
 			}
 			if x := cpuRatio(rows, r); x > 0 {
-				cpus, sumCPU, nCPU = append(cpus, ratioText(x)), sumCPU+x, nCPU+1
+				cpus = append(cpus, ratioText(x))
 			}
 		}
-		mean := func(sum float64, n int) string {
-			if n == 0 {
-				return "—"
-			}
-			return ratioText(sum / float64(n))
-		}
+		meanRate, meanCPU := meanRatios(rows, k.leg, k.client, k.shape)
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%s\t%s\t%s\t%s\t\n", k.leg, k.client, k.shape, rate,
-			strings.Join(rates, ", "), mean(sumRate, nRate), strings.Join(cpus, ", "), mean(sumCPU, nCPU))
+			strings.Join(rates, ", "), ratioText(meanRate), strings.Join(cpus, ", "), ratioText(meanCPU))
 	}
 	tw.Flush()
 }
