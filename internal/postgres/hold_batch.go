@@ -485,7 +485,7 @@ INSERT INTO reservations (hotel_id, reservation_id, home_region, room_type_id, g
 		contact_push_token)
 SELECT $1::UUID, r.id, $2::TEXT, $3::UUID, r.guest, r.check_in, r.check_out, r.qty, 'held', $4::TIMESTAMPTZ, r.price, $5::TEXT,
        NULLIF(r.email, ''), NULLIF(r.phone, ''), 1, $6::TIMESTAMPTZ, $6::TIMESTAMPTZ, NULLIF(r.push, '')
-FROM unnest($7::UUID[], $8::TEXT[], $9::DATE[], $10::DATE[], $11::INT4[], $12::INT8[], $13::TEXT[], $14::TEXT[], $15::TEXT[])
+FROM unnest($7::TEXT[]::UUID[], $8::TEXT[], $9::DATE[], $10::DATE[], $11::INT4[], $12::INT8[], $13::TEXT[], $14::TEXT[], $15::TEXT[])
      AS r(id, guest, check_in, check_out, qty, price, email, phone, push)`
 
 // insertBatchEventsSQL writes every winner's reservation.held event
@@ -493,7 +493,7 @@ FROM unnest($7::UUID[], $8::TEXT[], $9::DATE[], $10::DATE[], $11::INT4[], $12::I
 const insertBatchEventsSQL = `
 INSERT INTO outbox (partition_id, event_id, home_region, kind, event_type, aggregate_id, aggregate_version, seq, payload, trace_context)
 SELECT $1::UUID, e.id, $2::TEXT, $3::TEXT, $4::TEXT, e.aggregate, e.version, e.seq, e.payload::JSONB, e.trace
-FROM unnest($5::UUID[], $6::UUID[], $7::INT8[], $8::INT4[], $9::TEXT[], $10::TEXT[]) AS e(id, aggregate, version, seq, payload, trace)`
+FROM unnest($5::TEXT[]::UUID[], $6::TEXT[]::UUID[], $7::INT8[], $8::INT4[], $9::TEXT[], $10::TEXT[]) AS e(id, aggregate, version, seq, payload, trace)`
 
 // claimBatchKeysSQL is claimAnsweredKeySQL for every request of a batch
 // with a key (each key once): a winner's with its 201, a loser's with its

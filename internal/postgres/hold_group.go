@@ -32,9 +32,11 @@ import (
 // with its first hold:
 //
 //  1. BEGIN and every hold's takeHeldStaySQL, in (hotel, room type) order;
-//  2. every hold's recordHeldAnsweredSQL, and COMMIT
+//  2. recordGroupSQL — every hold's reservation, event and key with its
+//     answer, the rows recordHeldAnsweredSQL writes for a hold alone, in
+//     one statement — and COMMIT
 //
-// — the statements of a hold alone, two round trips for the whole group.
+// — two round trips for the whole group.
 // A group takes one room type per hotel, so that the rows its holds lock
 // (the nights, in the partitions' order; the guest's row, last in its
 // hotel's) are locked in one order by every transaction of the store.
@@ -193,8 +195,14 @@ func (s *Store) runGroup(g holdGroup) {
 	ctx := context.WithoutCancel(pending[0].ctx)
 	for len(group) > 1 {
 		out, err := s.holdGrouped(ctx, group)
-		var redo *batchRedo
-		if errors.As(err, &redo) {
+		var (
+			redo *batchRedo
+			key  *errGroupKey
+		)
+		if errors.As(err, &key) {
+			redo = &batchRedo{calls: s.groupKeyHolds(ctx, key.keyed)}
+		}
+		if redo != nil || errors.As(err, &redo) {
 			// Rolled back: run it again without the holds that must go alone.
 			alone = append(alone, redo.calls...)
 			group = slices.DeleteFunc(group, func(c *holdCall) bool { return slices.Contains(redo.calls, c) })
@@ -280,27 +288,33 @@ func (s *Store) holdGrouped(ctx context.Context, calls []*holdCall) ([]decided, 
 		if len(redo) > 0 {
 			return &batchRedo{calls: redo}
 		}
-		b = &pgx.Batch{}
+		var (
+			rec   groupRecord
+			keyed []*holdCall
+		)
 		for i, c := range calls {
-			resp, err := s.queueRecordHeld(c.ctx, b, c.req, c.idem, takes[i])
+			resp, err := rec.add(c.ctx, s.holdTTL, c.req, c.idem, takes[i])
 			if err != nil {
 				return err
 			}
 			out = append(out, decided{call: c, resp: resp})
 			lefts = append(lefts, takes[i].counts)
+			if c.idem != nil {
+				keyed = append(keyed, c)
+			}
 		}
+		b = &pgx.Batch{}
+		rec.queue(b, s.region)
 		br = sendAndCommit(ctx, tx, b)
 		defer br.Close()
-		for _, c := range calls {
-			if _, err := br.Exec(); err != nil {
-				err = recordHeldError(c.idem, err)
-				if errors.Is(err, errKeyTaken) || berth.ErrorCode(err) == berth.CodeIdempotencyInProgress {
-					// Its key was claimed already (it replays alone) or is
-					// held by a duplicate in flight (it waits alone).
-					return &batchRedo{calls: []*holdCall{c}}
-				}
-				return err
+		if _, err := br.Exec(); err != nil {
+			if len(keyed) > 0 && (keyTaken(err) || sqlState(err) == "55P03") {
+				// A key was claimed already (its hold replays alone) or is
+				// held by a duplicate in flight (its hold waits alone):
+				// which one is found after the rollback.
+				return &errGroupKey{keyed: keyed, err: err}
 			}
+			return fmt.Errorf("record group: %w", err)
 		}
 		if err := br.Close(); err != nil {
 			return fmt.Errorf("record group: %w", err)

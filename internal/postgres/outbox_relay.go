@@ -71,7 +71,7 @@ const relayPlanSQL = `SET LOCAL enable_bitmapscan = off`
 
 const markSentSQL = `
 UPDATE outbox SET sent_at = now()
-WHERE (partition_id, event_id) IN (SELECT p, e FROM unnest($1::UUID[], $2::UUID[]) AS t(p, e))`
+WHERE (partition_id, event_id) IN (SELECT p, e FROM unnest($1::TEXT[]::UUID[], $2::TEXT[]::UUID[]) AS t(p, e))`
 
 // RelayOutbox claims up to limit unsent events of the store's region, in
 // (created_at, seq) order, and hands them to publish while the claim holds.

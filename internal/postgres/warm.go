@@ -164,7 +164,7 @@ func HoldStatements() []string {
 		takeHeldStaySQL, recordHeldSQL, recordHeldAnsweredSQL, insertAnsweredKeySQL,
 		fenceSQL, fenceNowaitSQL, claimKeySQL, storeResponseSQL, nightsWithRoomsSQL, storedAnswersSQL,
 		lockBatchNightsSQL, takeBatchSQL, countBatchGuestsSQL, insertBatchReservationsSQL, insertBatchEventsSQL, claimBatchKeysSQL,
-		takeBatchGuardedSQL, countBatchGuestsGuardedSQL, claimBatchKeysGuardedSQL, storedKeyAnswerSQL,
+		takeBatchGuardedSQL, countBatchGuestsGuardedSQL, claimBatchKeysGuardedSQL, storedKeyAnswerSQL, recordGroupSQL, claimedKeysSQL,
 	}
 }
 

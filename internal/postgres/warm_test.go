@@ -25,7 +25,8 @@ func warmed() []string { return postgres.HoldStatements() }
 
 // The warm-up plans what the hold path sends: a hold that wins, one the
 // database refuses, one the sold-out cache refuses (its key read), a batch
-// of holds of one room type, the payment intent of a prepaid hold. A new
+// of holds of one room type, a group of holds of idle room types with a
+// retry in it, the payment intent of a prepaid hold. A new
 // statement on that path fails this test until HoldStatements names it.
 func TestWarmCoversTheHoldPath(t *testing.T) {
 	t.Parallel()
@@ -61,7 +62,15 @@ func TestWarmCoversTheHoldPath(t *testing.T) {
 	}
 	lock := lockNight(t, env, replayed, 2)
 
-	var batched int64
+	// A group's hotels, and the retried request's first time (below).
+	grouping := oneLaneStore(env, time.Hour) // sendWhileLaneBusy lets the lane go
+	gh := seedHotels(env, 4, 5)
+	retryKey, retry := uuid.NewString(), holdOf(t, gh[3], "retrier", 5, 2, 1)
+	if a := doHold(grouping, retry, retryKey, "h"); a.status != http.StatusCreated {
+		t.Fatalf("the retried request's first time: %+v", a)
+	}
+
+	var batched, groups int64
 	trips := rec.Record(func() {
 		if r := hold(cached, one); r.Status != http.StatusCreated {
 			t.Fatalf("the winner: %d %s", r.Status, r.Body)
@@ -100,7 +109,27 @@ func TestWarmCoversTheHoldPath(t *testing.T) {
 			t.Fatal(err)
 		}
 		answers()
+
+		// A group (ADR 0033) with a retried request in it: the group's
+		// record fails on the retry's key, the claimed keys are read, the
+		// retry replays alone and the others go again as a group.
+		retry.ReservationID = uuid.NewString()
+		group := []*groupedHold{
+			{name: "group 1", req: holdOf(t, gh[1], "w1", 5, 2, 1), key: uuid.NewString(), hash: "h"},
+			{name: "group 2", req: holdOf(t, gh[2], "w2", 5, 2, 1), key: uuid.NewString(), hash: "h"},
+			{name: "retry", req: retry, key: retryKey, hash: "h"},
+		}
+		sendWhileLaneBusy(t, env, grouping, gh[0], group, len(group))
+		for _, h := range group {
+			if h.got.err != nil || h.got.status != http.StatusCreated {
+				t.Errorf("%s: %+v, want 201", h.name, h.got)
+			}
+		}
+		groups = grouping.HoldBatchStats().Groups
 	})
+	if groups != 1 {
+		t.Fatalf("%d groups committed, want 1: the group's statements were not sent", groups)
+	}
 	if cached.HoldBatchStats().Reruns == 0 {
 		t.Fatal("no batch ran again after a guard: the exact batch's statements were not sent")
 	}
