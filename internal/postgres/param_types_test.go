@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"regexp"
+	"slices"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgtype"
@@ -13,11 +14,12 @@ import (
 // that formats the whole array, and then sends it as text — measured as
 // about a tenth of a hold group's client CPU. So those parameters are typed
 // TEXT[] and cast to UUID[] in the server ($1::TEXT[]::UUID[]), which pgx
-// encodes at once. This test keeps a new hot statement from typing one
-// UUID[], and fails when pgx learns the plan (then the casts may go).
+// encodes at once. This test keeps a new statement of the hold paths (rooms
+// and appointments) and the relay's mark from typing one UUID[], and fails
+// when pgx learns the plan (then the casts may go).
 func TestHotStatementsTypeNoUUIDArrayParameter(t *testing.T) {
 	uuidArray := regexp.MustCompile(`\$\d+::UUID\[\]`)
-	for _, sql := range append(HoldStatements(), markSentSQL) {
+	for _, sql := range slices.Concat(HoldStatements(), AppointmentHoldStatements(), []string{markSentSQL}) {
 		if uuidArray.MatchString(sql) {
 			t.Errorf("a parameter typed UUID[] (type it $n::TEXT[]::UUID[]):\n%s", sql)
 		}
