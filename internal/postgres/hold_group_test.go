@@ -457,3 +457,62 @@ func TestAHoldLeavingWhileItWaitsForAGroupLeavesNoClaim(t *testing.T) {
 	}
 	env.AssertInventory()
 }
+
+// A group whose record meets a key held by a duplicate still in flight
+// (lock_timeout) finds no key claimed after its rollback, so every hold of
+// it with a key goes alone: the others are held, the one whose duplicate is
+// in flight answers 409 idempotency_in_progress, and nothing of it commits.
+func TestAGroupMeetingAKeyInFlightSendsItsKeyedHoldsAlone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := bookingtest.Start(t, bookingtest.Options{Region: "us-east", DB: postgres.Options{LockTimeout: 2 * time.Second}})
+	hotels := seedHotels(env, 4, 5)
+	lead, first, busy, last := hotels[0], hotels[1], hotels[2], hotels[3]
+	store := oneLaneStore(env, time.Hour) // the test lets the lane go
+
+	// The duplicate in flight: busy's key claimed by a transaction that
+	// neither commits nor rolls back until the test ends.
+	inFlight := uuid.NewString()
+	holder, err := dbtest.SQL(env.DB).Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = holder.Rollback(context.Background()) })
+	if _, err := holder.Exec(ctx, `INSERT INTO idempotency_keys (partition_id, idem_key, home_region, request_hash)
+		VALUES ($1, $2, 'us-east', 'h')`, busy.ID, inFlight); err != nil {
+		t.Fatal(err)
+	}
+
+	holds := []*groupedHold{
+		{name: "first", req: holdOf(t, first, "g1", 5, 2, 1), key: uuid.NewString(), hash: "h"},
+		{name: "in flight", req: holdOf(t, busy, "g2", 5, 2, 1), key: inFlight, hash: "h"},
+		{name: "last", req: holdOf(t, last, "g3", 5, 2, 1), key: uuid.NewString(), hash: "h"},
+	}
+	if leader := sendWhileLaneBusy(t, env, store, lead, holds, len(holds)); leader.status != http.StatusCreated {
+		t.Errorf("leader: %+v", leader)
+	}
+	for _, h := range []*groupedHold{holds[0], holds[2]} {
+		if h.got.err != nil || h.got.status != http.StatusCreated {
+			t.Errorf("%s: %+v, want 201", h.name, h.got)
+		}
+	}
+	if a := holds[1].got; berth.ErrorCode(a.err) != berth.CodeIdempotencyInProgress {
+		t.Errorf("in flight: %+v (%v), want %s", a, a.err, berth.CodeIdempotencyInProgress)
+	}
+	// The three waited as one group (sendWhileLaneBusy), which rolled back;
+	// none committed in a group.
+	if st := store.HoldBatchStats(); st.Groups != 0 || st.Grouped != 0 {
+		t.Errorf("groups %d of %d holds, want none committed (%+v)", st.Groups, st.Grouped, st)
+	}
+	env.AssertInventory()
+	db := dbtest.SQL(env.DB)
+	for h, want := range map[bookingtest.Hotel]int{lead: 1, first: 1, busy: 0, last: 1} {
+		var n int
+		if err := db.QueryRow(ctx, `SELECT count(*) FROM reservations WHERE hotel_id = $1`, h.ID).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != want {
+			t.Errorf("hotel %s: %d reservations, want %d", h.ID, n, want)
+		}
+	}
+}
