@@ -313,23 +313,36 @@ func (s *Store) hold(ctx context.Context, req reservation.HoldRequest, idem *ber
 	return resp, got, left, err
 }
 
+// heldRecord is what a hold that took every night of its stay (t) records
+// — its reservation r and its reservation.held event e — and its answer,
+// rendered for the key when there is one: the same for a hold alone
+// (queueRecordHeld) and in a group (groupRecord).
+func (s *Store) heldRecord(req reservation.HoldRequest, idem *berth.Idem, t taken) (r reservation.Reservation, e event, resp berth.Response, err error) {
+	t.expiresAt = t.now.Add(s.holdTTL)
+	r = heldReservation(req, t)
+	e = reservationInventoryEvent(reservation.EventHeld, r, t.counts)
+	if idem == nil {
+		return r, e, berth.Response{Value: r}, nil
+	}
+	resp, err = renderAnswer(idem, r, nil)
+	return r, e, resp, err
+}
+
 // queueRecordHeld queues what a hold that took every night of its stay (t)
 // records — its reservation, its event and, with a key, the key with the
 // answer — and returns that answer. ctx carries the request's trace.
 func (s *Store) queueRecordHeld(ctx context.Context, b *pgx.Batch, req reservation.HoldRequest, idem *berth.Idem, t taken) (berth.Response, error) {
-	t.expiresAt = t.now.Add(s.holdTTL)
-	r := heldReservation(req, t)
-	args, err := recordHeldArgs(ctx, s.region, r, reservationInventoryEvent(reservation.EventHeld, r, t.counts))
+	r, e, resp, err := s.heldRecord(req, idem, t)
+	if err != nil {
+		return berth.Response{}, err
+	}
+	args, err := recordHeldArgs(ctx, s.region, r, e)
 	if err != nil {
 		return berth.Response{}, err
 	}
 	if idem == nil {
 		b.Queue(recordHeldSQL, args...)
-		return berth.Response{Value: r}, nil
-	}
-	resp, err := renderAnswer(idem, r, nil)
-	if err != nil {
-		return berth.Response{}, err
+		return resp, nil
 	}
 	b.Queue(recordHeldAnsweredSQL, append(args, idem.Key, idem.Hash, int4(resp.Status), resp.Body)...)
 	return resp, nil

@@ -293,8 +293,11 @@ func (s *Store) holdGrouped(ctx context.Context, calls []*holdCall) ([]decided, 
 			keyed []*holdCall
 		)
 		for i, c := range calls {
-			resp, err := rec.add(c.ctx, s.holdTTL, c.req, c.idem, takes[i])
+			r, e, resp, err := s.heldRecord(c.req, c.idem, takes[i])
 			if err != nil {
+				return err
+			}
+			if err := rec.add(c.ctx, r, e, c.idem, resp); err != nil {
 				return err
 			}
 			out = append(out, decided{call: c, resp: resp})

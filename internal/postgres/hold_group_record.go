@@ -66,24 +66,16 @@ type groupRecord struct {
 		statuses             []int32
 		bodies               [][]byte
 	}
-	typ string // every event's type (reservation.held)
 }
 
-// add adds the hold of req that took t, as queueRecordHeld records a hold
-// alone, and returns its answer. ctx carries the request's trace.
-func (g *groupRecord) add(ctx context.Context, ttl time.Duration, req reservation.HoldRequest, idem *berth.Idem, t taken) (berth.Response, error) {
-	t.expiresAt = t.now.Add(ttl)
-	r := heldReservation(req, t)
-	e := reservationInventoryEvent(reservation.EventHeld, r, t.counts)
+// add adds a hold's reservation r, its event e and, with a key, the key
+// with its answer resp (heldRecord). ctx carries the request's trace.
+func (g *groupRecord) add(ctx context.Context, r reservation.Reservation, e event, idem *berth.Idem, resp berth.Response) error {
 	payload, err := eventPayload(e)
 	if err != nil {
-		return berth.Response{}, err
+		return err
 	}
-	resp := berth.Response{Value: r}
 	if idem != nil {
-		if resp, err = renderAnswer(idem, r, nil); err != nil {
-			return berth.Response{}, err
-		}
 		g.keys.hotels, g.keys.keys, g.keys.hashes = append(g.keys.hotels, r.HotelID), append(g.keys.keys, idem.Key), append(g.keys.hashes, idem.Hash)
 		g.keys.statuses, g.keys.bodies = append(g.keys.statuses, int32(resp.Status)), append(g.keys.bodies, resp.Body)
 	}
@@ -96,17 +88,17 @@ func (g *groupRecord) add(ctx context.Context, ttl time.Duration, req reservatio
 	res.created = append(res.created, r.CreatedAt)
 	g.ev.ids, g.ev.payloads = append(g.ev.ids, newEventID()), append(g.ev.payloads, string(payload))
 	g.ev.versions, g.ev.traces = append(g.ev.versions, e.version), append(g.ev.traces, traceContext(ctx))
-	g.typ = e.typ
-	return resp, nil
+	return nil
 }
 
-// queue queues recordGroupSQL for the holds added, written in region.
+// queue queues recordGroupSQL for the holds added, written in region: each
+// a hotel's reservation.held event, as a hold alone writes it.
 func (g *groupRecord) queue(b *pgx.Batch, region string) {
 	res := &g.res
 	b.Queue(recordGroupSQL, region,
 		res.hotels, res.ids, res.roomTypes, res.guests, res.ins, res.outs, res.qtys, res.expires, res.prices, res.currencies,
 		res.emails, res.phones, res.pushes, res.created,
-		string(berth.KindHotel), g.typ, g.ev.ids, g.ev.versions, g.ev.payloads, g.ev.traces,
+		string(berth.KindHotel), reservation.EventHeld, g.ev.ids, g.ev.versions, g.ev.payloads, g.ev.traces,
 		g.keys.hotels, g.keys.keys, g.keys.hashes, g.keys.statuses, g.keys.bodies)
 }
 
