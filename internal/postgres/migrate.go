@@ -36,7 +36,8 @@ func Migrate(ctx context.Context, db *DB) (MigrationResult, error) {
 	// Out-of-order steps are applied too: parallel work lands migrations whose
 	// numbers sort before ones already applied on long-lived databases.
 	p, err := goose.NewProvider(goose.DialectPostgres, sqlDB, schema.Migrations, goose.WithAllowOutofOrder(true),
-		goose.WithGoMigrations(postgresOnly(db.Engine, 960, outboxCreatedBRIN, `DROP INDEX IF EXISTS outbox_created_brin`)))
+		goose.WithGoMigrations(postgresOnly(db.Engine, 960, outboxCreatedBRIN, `DROP INDEX IF EXISTS outbox_created_brin`),
+			postgresOnly(db.Engine, 961, roomInventoryFillfactor, `ALTER TABLE room_inventory RESET (fillfactor)`)))
 	if err != nil {
 		return res, fmt.Errorf("load migrations: %w", err)
 	}
@@ -62,6 +63,19 @@ func Migrate(ctx context.Context, db *DB) (MigrationResult, error) {
 // no BRIN; its overlay expires sent rows with row-level TTL instead
 // (schema/cockroach/00960_outbox_ttl.sql).
 const outboxCreatedBRIN = `CREATE INDEX IF NOT EXISTS outbox_created_brin ON outbox USING BRIN (created_at)`
+
+// roomInventoryFillfactor leaves a fifth of every page of the inventory
+// free for the new versions of its rows. Every hold, confirm, cancel and
+// expiry updates a night row, and none changes an indexed column, so each
+// update can be a heap-only tuple (HOT: no index entry written) — if the
+// row's page has room for the new version. Loaded full (fillfactor 100), a
+// page's first updates found none, moved their versions to other pages and
+// wrote an entry in the primary key for each: 22 % of the updates of
+// `make txcost`'s legs (docs/PERFORMANCE.md, "The inventory's pages"). Only
+// pages written after the step keep the room; a table loaded before it gets
+// it from a rewrite (`VACUUM FULL room_inventory`). CockroachDB's
+// storage has no pages to fill: the step does nothing there.
+const roomInventoryFillfactor = `ALTER TABLE room_inventory SET (fillfactor = 80)`
 
 // postgresOnly is a migration step that runs its statement only on
 // PostgreSQL: the shared schema must stay portable (schema_test), and on

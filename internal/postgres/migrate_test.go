@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	"github.com/berthhq/berth/internal/dbtest"
@@ -23,5 +24,21 @@ func TestMigratePostgresOnlyStepOnAPoolOfOne(t *testing.T) {
 	}
 	if method != "brin" {
 		t.Fatalf("outbox_created_brin is a %s index, want brin", method)
+	}
+}
+
+// The inventory's pages keep room for the new versions of its rows
+// (PostgreSQL step 00961): the table's storage parameter is set.
+func TestMigrateLeavesRoomOnTheInventorysPages(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, _ := dbtest.New(t, postgres.Options{})
+	var opts []string
+	if err := dbtest.SQL(db).QueryRow(ctx, `SELECT coalesce(reloptions, '{}') FROM pg_class
+		WHERE relname = 'room_inventory' AND relkind = 'r'`).Scan(&opts); err != nil {
+		t.Fatalf("room_inventory's storage parameters: %v", err)
+	}
+	if !slices.Contains(opts, "fillfactor=80") {
+		t.Fatalf("room_inventory's storage parameters are %q, want fillfactor=80 among them", opts)
 	}
 }
