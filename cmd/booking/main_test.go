@@ -212,6 +212,9 @@ func TestMetrics(t *testing.T) {
 		{"berth_hold_batched_total", nil},
 		{"berth_hold_batch_alone_total", nil},
 		{"berth_hold_batch_reruns_total", nil},
+		{"berth_hold_batch_phase_seconds_total", []string{`phase="lock"`, `region="us-east"`}},
+		{"berth_hold_batch_phase_seconds_total", []string{`phase="decide"`}},
+		{"berth_hold_batch_phase_seconds_total", []string{`phase="commit"`}},
 	} {
 		if !hasSeries(text, want.name, want.labels...) {
 			t.Errorf("no series %s%v on /metrics", want.name, want.labels)

@@ -115,9 +115,18 @@ type BatchStats struct {
 	Reruns  int64 // batches run again exact after a guard of their committing round trip fired
 	Groups  int64 // group transactions committed (hold_group.go)
 	Grouped int64 // holds decided in them
+	// The committed batch transactions' time, summed by phase: the round
+	// trip that begins the transaction and locks the nights (Lock), the
+	// decision and the writes built in Go (Decide), and the round trip that
+	// writes and commits (Commit). The room type's nights are locked for
+	// all of Decide and Commit. Divided by Batches, a batch's cycle.
+	Lock, Decide, Commit time.Duration
 }
 
-type batchCounters struct{ batches, batched, alone, reruns, groups, grouped atomic.Int64 }
+type batchCounters struct {
+	batches, batched, alone, reruns, groups, grouped atomic.Int64
+	lock, decide, commit                             atomic.Int64 // ns
+}
 
 // SetHoldBatch sets the largest batch of holds of one room type (0 or 1:
 // batching off, every hold its own transaction); holds arriving after it
@@ -130,7 +139,9 @@ func (s *Store) HoldBatch() int { return int(s.batchMax.Load()) }
 // HoldBatchStats returns what batching did so far.
 func (s *Store) HoldBatchStats() BatchStats {
 	return BatchStats{Batches: s.batch.batches.Load(), Batched: s.batch.batched.Load(), Alone: s.batch.alone.Load(),
-		Reruns: s.batch.reruns.Load(), Groups: s.batch.groups.Load(), Grouped: s.batch.grouped.Load()}
+		Reruns: s.batch.reruns.Load(), Groups: s.batch.groups.Load(), Grouped: s.batch.grouped.Load(),
+		Lock: time.Duration(s.batch.lock.Load()), Decide: time.Duration(s.batch.decide.Load()),
+		Commit: time.Duration(s.batch.commit.Load())}
 }
 
 // holdQueued runs a hold through its room type's queue: at once and alone
@@ -270,6 +281,9 @@ func (s *Store) runBatch(calls []*holdCall) {
 		if len(out.decided) > 0 {
 			s.batch.batches.Add(1)
 			s.batch.batched.Add(int64(len(out.decided)))
+			s.batch.lock.Add(int64(out.locked.Sub(out.began)))
+			s.batch.decide.Add(int64(out.sent.Sub(out.locked)))
+			s.batch.commit.Add(int64(out.ended.Sub(out.sent)))
 		}
 		for _, d := range out.decided {
 			d.call.finish(d.resp, d.err)
@@ -304,6 +318,9 @@ type batchOutcome struct {
 	decided []decided
 	short   [][]string  // per decided call: the nights a loser lacked, nil for a winner
 	alone   []*holdCall // not decidable with the batch (nights not here)
+	// When the committing attempt began, had its nights locked, sent its
+	// writes and ended (BatchStats' phases).
+	began, locked, sent, ended time.Time
 }
 
 // holdBatch runs one batch transaction: the nights locked and read, the
@@ -322,11 +339,12 @@ func (s *Store) holdBatch(ctx context.Context, calls []*holdCall, exact bool) (b
 
 	var out batchOutcome
 	err := s.db.InPipelinedTx(ctx, func(tx pgx.Tx) error {
-		out = batchOutcome{}
+		out = batchOutcome{began: time.Now()}
 		state, t, err := lockBatchNights(ctx, tx, first.HotelID, first.RoomTypeID, nights, s.region)
 		if err != nil {
 			return err
 		}
+		out.locked = time.Now()
 		t.expiresAt = t.now.Add(s.holdTTL)
 
 		// A hold with a night not here (not loaded, not homed here, an
@@ -356,6 +374,7 @@ func (s *Store) holdBatch(ctx context.Context, calls []*holdCall, exact bool) (b
 	if err != nil {
 		return batchOutcome{}, err
 	}
+	out.ended = time.Now()
 	// Committed: the sold-out cache learns what the batch found.
 	if s.soldOut != nil {
 		for i, d := range out.decided {
@@ -670,6 +689,7 @@ func (s *Store) writeBatch(ctx context.Context, tx pgx.Tx, plan []*holdCall, cla
 		queueChecked(b, exact, claimBatchKeysSQL, claimBatchKeysGuardedSQL, len(keyOf),
 			hotelID, s.region, keys.keys, keys.hashes, keys.statuses, keys.bodies)
 	}
+	out.sent = time.Now()
 	if b.Len() == 0 {
 		return nil
 	}

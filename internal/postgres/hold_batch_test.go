@@ -122,12 +122,22 @@ func TestBatchedHoldsKeepTheInvariantAndTheirOwnAnswers(t *testing.T) {
 		wg.Wait()
 		return out
 	}
+	began := time.Now()
 	first := race()
+	elapsed := time.Since(began)
 	stats := store.HoldBatchStats()
 	if stats.Batches == 0 || stats.Batched == 0 {
 		t.Fatalf("400 racing holds of one room type formed no batch: %+v", stats)
 	}
 	t.Logf("batching: %+v", stats)
+	// Every committed batch's phases are timed, and a room type's batches
+	// run one at a time: together they fit in the race.
+	if stats.Lock <= 0 || stats.Decide <= 0 || stats.Commit <= 0 {
+		t.Errorf("batch phases not timed: lock %v, decide %v, commit %v", stats.Lock, stats.Decide, stats.Commit)
+	}
+	if sum := stats.Lock + stats.Decide + stats.Commit; sum > elapsed {
+		t.Errorf("the batches of one room type took %v in all, more than the %v of the race: they overlapped or were timed wrong", sum, elapsed)
+	}
 
 	won := map[string]bool{}
 	for i, a := range first {

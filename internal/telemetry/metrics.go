@@ -277,7 +277,11 @@ func (t *Telemetry) ObserveOutbox(ttl time.Duration, query func(context.Context)
 
 // HoldBatchStats is what hot-partition batching did since the service
 // started (postgres.BatchStats).
-type HoldBatchStats struct{ Batches, Batched, Alone, Reruns, Groups, Grouped int64 }
+type HoldBatchStats struct {
+	Batches, Batched, Alone, Reruns, Groups, Grouped int64
+	// The committed batches' time by phase (postgres.BatchStats).
+	Lock, Decide, Commit time.Duration
+}
 
 // ObserveHoldBatches reports hot-partition batching on every scrape: batch
 // transactions committed, holds decided in them, and holds of a batch that
@@ -287,6 +291,9 @@ type HoldBatchStats struct{ Batches, Batched, Alone, Reruns, Groups, Grouped int
 // (docs/adr/0033-hold-groups.md). Holds per batch is
 // rate(berth_hold_batched_total) / rate(berth_hold_batches_total), per
 // group rate(berth_hold_grouped_total) / rate(berth_hold_groups_total).
+// berth_hold_batch_phase_seconds_total{phase=lock|decide|commit} sums the
+// committed batches' time by phase; divided by the batches' rate, a hot
+// room type's cycle (docs/adr/0010-hold-batching.md, "2026-12-06").
 func (t *Telemetry) ObserveHoldBatches(stat func() HoldBatchStats) error {
 	batches, err1 := t.meter.Int64ObservableCounter("berth.hold.batches", metric.WithUnit("{transaction}"),
 		metric.WithDescription("Hold batch transactions committed (holds of one room type decided together)."))
@@ -300,7 +307,9 @@ func (t *Telemetry) ObserveHoldBatches(stat func() HoldBatchStats) error {
 		metric.WithDescription("Hold group transactions committed (holds of idle room types sharing one transaction while every lane was busy)."))
 	grouped, err6 := t.meter.Int64ObservableCounter("berth.hold.grouped", metric.WithUnit("{hold}"),
 		metric.WithDescription("Holds decided in a group transaction."))
-	if err := errors.Join(err1, err2, err3, err4, err5, err6); err != nil {
+	phase, err7 := t.meter.Float64ObservableCounter("berth.hold.batch_phase", metric.WithUnit("s"),
+		metric.WithDescription("Committed hold batches' time by phase: lock (BEGIN and the nights locked), decide (the decision and the writes built), commit (the writes and COMMIT)."))
+	if err := errors.Join(err1, err2, err3, err4, err5, err6, err7); err != nil {
 		return fmt.Errorf("hold batch instruments: %w", err)
 	}
 	_, err := t.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
@@ -311,8 +320,11 @@ func (t *Telemetry) ObserveHoldBatches(stat func() HoldBatchStats) error {
 		o.ObserveInt64(reruns, s.Reruns, t.attrs())
 		o.ObserveInt64(groups, s.Groups, t.attrs())
 		o.ObserveInt64(grouped, s.Grouped, t.attrs())
+		o.ObserveFloat64(phase, s.Lock.Seconds(), t.attrs(attribute.String("phase", "lock")))
+		o.ObserveFloat64(phase, s.Decide.Seconds(), t.attrs(attribute.String("phase", "decide")))
+		o.ObserveFloat64(phase, s.Commit.Seconds(), t.attrs(attribute.String("phase", "commit")))
 		return nil
-	}, batches, batched, alone, reruns, groups, grouped)
+	}, batches, batched, alone, reruns, groups, grouped, phase)
 	return err
 }
 

@@ -86,6 +86,9 @@ type Row struct {
 	// (holds of idle room types together, docs/adr/0033-hold-groups.md)
 	// and theirs. The rest ran alone.
 	Batches, Batched, Groups, Grouped int64
+	// BatchCycle: the batched leg's committed batches' time by phase
+	// (postgres.BatchStats), summed.
+	BatchLock, BatchDecide, BatchCommit time.Duration
 	// BackendCPU and ClientCPU: the CPU time the leg cost the database's
 	// backends and its client (cpu.go).
 	BackendCPU, ClientCPU time.Duration
@@ -364,6 +367,7 @@ func Run(ctx context.Context, adminURL string, o Options) ([]Row, error) {
 				after := batched.HoldBatchStats()
 				row.Batches, row.Batched = after.Batches-before.Batches, after.Batched-before.Batched
 				row.Groups, row.Grouped = after.Groups-before.Groups, after.Grouped-before.Grouped
+				row.BatchLock, row.BatchDecide, row.BatchCommit = after.Lock-before.Lock, after.Decide-before.Decide, after.Commit-before.Commit
 				return row, err
 			}},
 		}
@@ -493,6 +497,11 @@ func (r Row) batchNote() string {
 	if r.Batches > 0 {
 		notes = append(notes, fmt.Sprintf("%d batches, %.1f holds each; %d of %d holds batched", r.Batches,
 			float64(r.Batched)/float64(r.Batches), r.Batched, r.Ops))
+		if r.BatchLock+r.BatchDecide+r.BatchCommit > 0 {
+			per := func(d time.Duration) int64 { return d.Microseconds() / r.Batches }
+			notes = append(notes, fmt.Sprintf("a batch: lock %d µs, decide %d µs, commit %d µs", per(r.BatchLock),
+				per(r.BatchDecide), per(r.BatchCommit)))
+		}
 	}
 	if r.Groups > 0 {
 		notes = append(notes, fmt.Sprintf("%d groups, %.1f holds each; %d of %d holds grouped", r.Groups,

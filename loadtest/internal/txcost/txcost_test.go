@@ -165,3 +165,16 @@ func TestRunRefusesNegativeRounds(t *testing.T) {
 		t.Fatalf("Run with --rounds -1: %v, want the flag named", err)
 	}
 }
+
+// The batched leg's note gives a batch's cycle by phase, per batch.
+func TestBatchNoteGivesABatchsPhases(t *testing.T) {
+	r := Row{Ops: 40, Batches: 4, Batched: 36, BatchLock: 1200 * time.Microsecond, BatchDecide: 400 * time.Microsecond,
+		BatchCommit: 6 * time.Millisecond}
+	want := "(4 batches, 9.0 holds each; 36 of 40 holds batched; a batch: lock 300 µs, decide 100 µs, commit 1500 µs)"
+	if got := strings.TrimSpace(r.batchNote()); got != want {
+		t.Errorf("batch note %q, want %q", got, want)
+	}
+	if got := (Row{Ops: 40, Groups: 2, Grouped: 10}).batchNote(); strings.Contains(got, "a batch:") {
+		t.Errorf("a leg without batches notes their phases: %q", got)
+	}
+}
