@@ -274,6 +274,10 @@ func TestOneBadHoldInABatchFailsAlone(t *testing.T) {
 		t.Errorf("a stay past the loaded nights: %+v, want 409 sold_out", a)
 	}
 	stats := store.HoldBatchStats()
+	if stats.Lock <= 0 || stats.Decide <= 0 || stats.Commit <= 0 {
+		t.Errorf("the committed batch's phases not timed: %+v", stats)
+	}
+	stats.Lock, stats.Decide, stats.Commit = 0, 0, 0 // timed, not counted
 	if want := (postgres.BatchStats{Batches: 1, Batched: 5, Alone: 5, Reruns: 1}); stats != want {
 		// good 1 to 3, limited 1 and duplicate 1 decided together; limited 2,
 		// the reused key, the stay not loaded, duplicate 2 and the guest at
