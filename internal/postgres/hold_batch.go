@@ -511,7 +511,7 @@ FROM unnest($7::TEXT[]::UUID[], $8::TEXT[], $9::DATE[], $10::DATE[], $11::INT4[]
 // (insertOutboxSQL, one row per winner, seq in arrival order).
 const insertBatchEventsSQL = `
 INSERT INTO outbox (partition_id, event_id, home_region, kind, event_type, aggregate_id, aggregate_version, seq, payload, trace_context)
-SELECT $1::UUID, e.id, $2::TEXT, $3::TEXT, $4::TEXT, e.aggregate, e.version, e.seq, e.payload::JSONB, e.trace
+SELECT $1::UUID, e.id, $2::TEXT, $3::TEXT, $4::TEXT, e.aggregate, e.version, e.seq, e.payload::JSON, e.trace
 FROM unnest($5::TEXT[]::UUID[], $6::TEXT[]::UUID[], $7::INT8[], $8::INT4[], $9::TEXT[], $10::TEXT[]) AS e(id, aggregate, version, seq, payload, trace)`
 
 // claimBatchKeysSQL is claimAnsweredKeySQL for every request of a batch

@@ -35,7 +35,7 @@ FROM unnest($2::TEXT[]::UUID[], $3::TEXT[]::UUID[], $4::TEXT[]::UUID[], $5::TEXT
      AS r(hotel, id, room_type, guest, check_in, check_out, qty, expires, price, currency, email, phone, push, created)
 ), e AS (
 INSERT INTO outbox (partition_id, event_id, home_region, kind, event_type, aggregate_id, aggregate_version, seq, payload, trace_context)
-SELECT e.hotel, e.id, $1::TEXT, $16::TEXT, $17::TEXT, e.aggregate, e.version, 0, e.payload::JSONB, e.trace
+SELECT e.hotel, e.id, $1::TEXT, $16::TEXT, $17::TEXT, e.aggregate, e.version, 0, e.payload::JSON, e.trace
 FROM unnest($2::TEXT[]::UUID[], $18::TEXT[]::UUID[], $3::TEXT[]::UUID[], $19::INT8[], $20::TEXT[], $21::TEXT[]) AS e(hotel, id, aggregate, version, payload, trace)
 )
 INSERT INTO idempotency_keys (partition_id, idem_key, home_region, request_hash, response_status, response_body)

@@ -42,3 +42,19 @@ func TestMigrateLeavesRoomOnTheInventorysPages(t *testing.T) {
 		t.Fatalf("room_inventory's storage parameters are %q, want fillfactor=80 among them", opts)
 	}
 }
+
+// The outbox keeps each event's payload as the text the service sent
+// (PostgreSQL step 00962): the column is JSON, not JSONB.
+func TestMigrateStoresTheOutboxPayloadAsJSON(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, _ := dbtest.New(t, postgres.Options{})
+	var typ string
+	if err := dbtest.SQL(db).QueryRow(ctx, `SELECT format_type(a.atttypid, a.atttypmod) FROM pg_attribute a
+		WHERE a.attrelid = 'outbox'::regclass AND a.attname = 'payload'`).Scan(&typ); err != nil {
+		t.Fatalf("the outbox payload's type: %v", err)
+	}
+	if typ != "json" {
+		t.Fatalf("the outbox payload is %s, want json", typ)
+	}
+}
