@@ -42,6 +42,14 @@ const (
 	RedrivenHeader = "Berth-Redriven"
 )
 
+// setupTimeout bounds one attempt to set a consumer up (the stream, the
+// consumer, its first pull). The JetStream client waits for an API reply
+// until its context ends, and falls back to its own timeout only when the
+// context has no deadline: a reply lost to a server restart held a caller
+// with a long deadline for all of it, and its consumer never started. After
+// the bound the attempt fails and the loop tries again.
+const setupTimeout = 10 * time.Second
+
 // Handler applies one event. It must be idempotent: delivery is at least
 // once. An error makes the message come back later, up to the limit.
 type Handler func(ctx context.Context, m Message) error
@@ -202,7 +210,10 @@ func Consume(ctx context.Context, js jetstream.JetStream, cfg ConsumerConfig, h 
 	for ctx.Err() == nil {
 		if cons == nil {
 			var err error
-			if cons, err = EnsureConsumer(ctx, js, cfg); err != nil {
+			sctx, cancel := context.WithTimeout(ctx, setupTimeout)
+			cons, err = EnsureConsumer(sctx, js, cfg)
+			cancel()
+			if err != nil {
 				if ctx.Err() == nil {
 					log.Warn("consumer not ready; backing off", "err", err)
 				}

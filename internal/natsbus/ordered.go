@@ -162,6 +162,8 @@ func consumeOrdered(ctx context.Context, js jetstream.JetStream, cfg ConsumerCon
 // iterator: at cfg's start (StartTime, DeliverNew or the beginning) the
 // first time, after lastSeq when it is started again.
 func orderedMessages(ctx context.Context, js jetstream.JetStream, cfg ConsumerConfig, lastSeq uint64) (jetstream.MessagesContext, error) {
+	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
+	defer cancel()
 	if _, err := EnsureStream(ctx, js); err != nil {
 		return nil, err
 	}

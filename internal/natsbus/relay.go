@@ -123,7 +123,10 @@ func (r *Relay) Run(ctx context.Context) {
 	log := r.cfg.Log.With("component", "outbox-relay", "relay_region", r.cfg.Region)
 	bo := backoff{base: 50 * time.Millisecond, max: r.cfg.MaxBackoff}
 	for ctx.Err() == nil {
-		if _, err := EnsureStream(ctx, r.js); err == nil {
+		sctx, cancel := context.WithTimeout(ctx, setupTimeout)
+		_, err := EnsureStream(sctx, r.js)
+		cancel()
+		if err == nil {
 			break
 		} else if ctx.Err() == nil {
 			log.Warn("stream not ready; backing off", "err", err)
