@@ -17,26 +17,38 @@ import (
 // docs/adr/0003-lock-order.md (the one place it is written down).
 
 // takeStaySQL adds qty to every night of the stay that is homed in region $6
-// and has the rooms, in one conditional UPDATE, and returns the nights it
+// and has the rooms, in one statement (a locking read and a conditional
+// UPDATE), and returns the nights it
 // took with the room type's price and the database time. Fewer rows than the
 // stay's nights means some night lacked rooms, was not loaded, or is homed
 // elsewhere (the partition moved): the caller rolls back or gives the taken
 // nights back, and finds out which.
 //
-// The scan is the primary key's range (hotel, room type, night), so the
-// nights are locked in ascending date order — the partition's lock order —
-// without a separate locking read. A night whose committed state already
-// lacks the rooms is skipped without taking or waiting for its lock, so the
-// losers who arrive after the last room went are answered at once; a night
+// The nights are locked in ascending date order — the partition's lock
+// order — by the locking read l (its sort runs before its locks), not by
+// the UPDATE's scan: on a small table the planner scans the heap, where a
+// night's latest version can sit before an earlier night's, and a take
+// locking in heap order deadlocked with a cancel releasing the same nights
+// in date order (TestTakesLockNightsInDateOrder). A night whose committed
+// state already lacks the rooms is skipped by both without taking or
+// waiting for its lock, so the losers who arrive after the last room went
+// are answered at once; a night
 // a concurrent hold is taking is waited for and re-evaluated against the
 // latest row (READ COMMITTED), which can only refuse, never oversell. The
 // home_region condition is the fence: a move re-homes these rows in its own
 // transaction, so a hold either commits first (and moves with them) or finds
 // them re-homed.
 const takeStaySQL = `
+WITH l AS (
+    SELECT night FROM room_inventory
+    WHERE hotel_id = $1 AND room_type_id = $2 AND night >= $3 AND night < $4
+      AND home_region = $6 AND reserved + $5 <= sell_limit
+    ORDER BY night
+    FOR NO KEY UPDATE
+)
 UPDATE room_inventory AS i SET reserved = i.reserved + $5, version = i.version + 1
-FROM room_types AS rt
-WHERE i.hotel_id = $1 AND i.room_type_id = $2 AND i.night >= $3 AND i.night < $4
+FROM l, room_types AS rt
+WHERE i.hotel_id = $1 AND i.room_type_id = $2 AND i.night >= $3 AND i.night < $4 AND i.night = l.night
   AND i.home_region = $6 AND i.reserved + $5 <= i.sell_limit
   AND rt.hotel_id = $1 AND rt.room_type_id = $2
 RETURNING i.night, rt.price_cents, rt.currency, now(), i.sell_limit - i.reserved, i.version`
