@@ -42,8 +42,8 @@ import (
 // takeHeldStaySQL is takeStaySQL followed, when it took all $10 nights, by
 // takeGuestHoldSQL's conditional write on the guest's row ($7 guest, $8 the
 // holds limit, $9 the rooms limit): one statement, so the count costs no
-// statement of its own, and the take's scan has locked the nights (in date
-// order) before the row is written, because the write's WHERE reads the
+// statement of its own, and the take's locking read has locked the nights
+// (in date order) before the row is written, because the write's WHERE reads the
 // take's result. Every returned night carries the guest's new hold count,
 // NULL when a limit refused it (then the caller rolls back).
 const takeHeldStaySQL = `WITH t AS (` + takeStaySQL + `), g AS (
