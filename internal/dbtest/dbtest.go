@@ -144,3 +144,13 @@ func SQL(db *postgres.DB) *pgxpool.Pool {
 	}
 	return rp.pool
 }
+
+// LockWaiters counts the sessions of the pool's database that wait for a
+// row or table lock: how a race test knows that a request it started has
+// reached the lock it is meant to wait for.
+func LockWaiters(ctx context.Context, pool *pgxpool.Pool) (int, error) {
+	var n int
+	err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+		WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n)
+	return n, err
+}

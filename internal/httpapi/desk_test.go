@@ -318,9 +318,8 @@ func TestCheckInWaitsForARoomAnotherDeskHolds(t *testing.T) {
 			continue
 		default:
 		}
-		var waiting int
-		if err := sql.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
+		waiting, err := dbtest.LockWaiters(ctx, sql)
+		if err != nil {
 			t.Fatal(err)
 		}
 		if waiting > 0 {

@@ -72,11 +72,18 @@ func TestTakesLockNightsInDateOrder(t *testing.T) {
 			Token: env.Token("g1", berth.RoleGuest), IdemKey: bookingtest.NewKey(),
 			Body: map[string]any{"guest_id": "g1", "room_type_id": h.RoomTypeID, "check_in": nights[0], "check_out": bookingtest.Date(6), "quantity": 1}})
 	}()
-	// Until the hold waits for the middle night.
-	for waiting := false; !waiting; {
-		if err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%room_inventory%')`).Scan(&waiting); err != nil {
+	// Until the hold waits for the middle night (the only lock anyone in
+	// this database can wait for).
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		waiting, err := dbtest.LockWaiters(ctx, db)
+		if err != nil {
 			t.Fatal(err)
+		}
+		if waiting > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the hold neither answered nor waited for the locked night")
 		}
 		select {
 		case r := <-held:
