@@ -83,8 +83,11 @@ const roomInventoryFillfactor = `ALTER TABLE room_inventory SET (fillfactor = 80
 // form. The outbox only carries a payload: the relay publishes its bytes,
 // and nothing queries inside it on the write path, so the parse bought
 // nothing and cost every hold its share (docs/PERFORMANCE.md, "The event
-// payload as JSON"). The operators `->` and `->>` work on both types. On
-// CockroachDB JSON is JSONB's alias: the step does nothing there.
+// payload as JSON"). The operators `->` and `->>` work on both types. The
+// change of type rewrites the outbox under an exclusive lock, so it runs as
+// every step does, from the migration Job before the services start; the
+// outbox holds only the events not yet pruned. On CockroachDB JSON is
+// JSONB's alias: the step does nothing there.
 const outboxPayloadJSON = `ALTER TABLE outbox ALTER COLUMN payload TYPE JSON`
 
 // postgresOnly is a migration step that runs its statement only on
