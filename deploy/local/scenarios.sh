@@ -56,6 +56,15 @@ cpu_snapshot() {
 cpu_pids="redis=$REDIS_PID,nats=$NATS_PID"
 for name in "${!PID_OF[@]}"; do cpu_pids+=",$name=${PID_OF[$name]}"; done
 
+# lookups prints the placement look-ups the routers have sent to the
+# database so far (berth_router_directory_refreshes_total, summed).
+lookups() {
+	local port
+	for port in $(seq "$BASE" $((BASE + 2))) $(seq $((BASE + 10)) $((BASE + 12))); do
+		curl -fsS "http://127.0.0.1:$port/metrics" 2>/dev/null || true
+	done | awk '$1 == "berth_router_directory_refreshes_total" { n += $2 } END { print n + 0 }'
+}
+
 n=0
 status=0
 IFS=';' read -ra scenarios <<<"$SCENARIOS"
@@ -80,11 +89,13 @@ for sc in "${scenarios[@]}"; do
 	flash-sale | clinic-opening) args+=(--cpu-pids "$cpu_pids" --cpu-postgres) ;;
 	esac
 	cpu_snapshot >"$WORK/cpu-before"
+	lookups_before=$(lookups)
 	TIMEFORMAT="%U %S"
 	{ time "$BIN/loadtest" "${args[@]}" --quiet --name "scenario-$n-$(date +%Y%m%d-%H%M%S)" >"$WORK/scenario.txt" 2>&1; } 2>"$WORK/gen-time" ||
 		{ status=1 && log "scenario $n failed its checks or SLOs"; }
 	cpu_snapshot >"$WORK/cpu-after"
 	cat "$WORK/scenario.txt"
+	log "scenario $n: placement look-ups by the routers in the database: $(($(lookups) - lookups_before))"
 	log "scenario $n: load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 	# Requests: the count column of the report's table of operations.
 	reqs="$(awk '$2 ~ /^[0-9]+$/ && $3 ~ /^[0-9.]+$/ && $1 ~ /^[a-z_:]+$/ { n += $2 } END { print n + 0 }' "$WORK/scenario.txt")"

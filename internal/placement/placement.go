@@ -3,7 +3,7 @@
 // in memory and refreshed from the database periodically, on demand after a
 // 421 misdirected, and by placement.moved events (Apply). It also computes
 // the operators' plans (drain, balance) as pure functions. It imports only
-// the standard library and Berth's shared vocabulary.
+// the standard library, golang.org/x/sync and Berth's shared vocabulary.
 package placement
 
 import (
@@ -13,8 +13,14 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
 	"github.com/berthhq/berth/internal/berth"
 )
+
+// lookupTimeout bounds a shared look-up of a missed partition when its first
+// caller set no deadline.
+const lookupTimeout = 5 * time.Second
 
 // Placement is one row of the directory: a partition and its home.
 type Placement struct {
@@ -57,6 +63,9 @@ type Directory struct {
 	// unknown, so garbage ids cannot turn every request into a query.
 	negativeTTL time.Duration
 	now         func() time.Time
+
+	// misses shares one look-up among the concurrent misses of a partition.
+	misses singleflight.Group
 
 	mu      sync.RWMutex
 	m       map[key]entry
@@ -103,6 +112,16 @@ func (d *Directory) Apply(kind berth.Kind, id, region string, version int64) boo
 // Resolve returns the home of a partition: from the cache, or — on a miss —
 // from the source (an unknown partition is remembered briefly). ok is false
 // when the partition does not exist.
+//
+// The misses of one partition share one look-up: a new hotel's first sale
+// sends hundreds of requests to every router within milliseconds, and each
+// asking the database on its own queued them all — the winner's among them —
+// on the router's few connections (docs/PERFORMANCE.md, "A new hotel's first
+// sale"). Joining a look-up already in flight is safe for a miss: it has no
+// answer of its own to distrust, and a home that changed meanwhile is caught
+// by the booking service's fence (421), after which Refresh reads anew, alone.
+// The shared look-up does not end with the caller that started it (only at
+// its deadline): a client hanging up must not fail the others.
 func (d *Directory) Resolve(ctx context.Context, kind berth.Kind, id string) (region string, ok bool, err error) {
 	if r, _, ok := d.Lookup(kind, id); ok {
 		return r, true, nil
@@ -113,7 +132,30 @@ func (d *Directory) Resolve(ctx context.Context, kind berth.Kind, id string) (re
 	if known && d.now().Sub(at) < d.negativeTTL {
 		return "", false, nil
 	}
-	return d.Refresh(ctx, kind, id)
+	deadline, has := ctx.Deadline()
+	if !has {
+		deadline = time.Now().Add(lookupTimeout)
+	}
+	type found struct {
+		region string
+		ok     bool
+	}
+	ch := d.misses.DoChan(string(kind)+"/"+id, func() (any, error) {
+		lctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+		defer cancel()
+		r, ok, err := d.Refresh(lctx, kind, id)
+		return found{r, ok}, err
+	})
+	select {
+	case <-ctx.Done():
+		return "", false, ctx.Err()
+	case res := <-ch:
+		if res.Err != nil {
+			return "", false, res.Err
+		}
+		f := res.Val.(found)
+		return f.region, f.ok, nil
+	}
 }
 
 // Refresh reads one partition's placement from the source and applies it
