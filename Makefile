@@ -6,7 +6,7 @@ GO ?= go
 GOTEST_FLAGS ?= -count=1 -timeout 40m
 ENV := set -a; source .local/env; set +a
 
-.PHONY: help up down run status deps build test test-race test-short lint bench txcost cpu-per-hold check-in-morning scenarios fuzz loadtest chaos drill clean
+.PHONY: help up down run status deps build test test-race test-short lint bench txcost cpu-per-hold aims check-in-morning scenarios fuzz loadtest chaos drill clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -47,6 +47,9 @@ txcost: deps ## the write path's yardstick: minimal hold transaction vs the stor
 
 cpu-per-hold: deps ## CPU per hold of every process (routers, services, read model, NATS, Redis, PostgreSQL) on a platform of its own, and the ratio to the minimal transaction
 	@LAYOUT=$(LAYOUT) bash deploy/local/cpu-per-hold.sh
+
+aims: deps ## issue 17's write-path aims in one run (txcost, cpu-per-hold, flash sales, clinic opening; ~8 min): one table, kept in .local/aims/
+	@LAYOUT=$(LAYOUT) bash deploy/local/aims.sh
 
 check-in-morning: deps ## a check-in morning (arrivals, walks under 10 % overbooking) through the routers of a whole platform of its own, its saga consumers relocating; then booking verify (ARRIVALS=200)
 	@LAYOUT=$(LAYOUT) bash deploy/local/check-in-morning.sh
