@@ -3,7 +3,7 @@
 // in memory and refreshed from the database periodically, on demand after a
 // 421 misdirected, and by placement.moved events (Apply). It also computes
 // the operators' plans (drain, balance) as pure functions. It imports only
-// the standard library, golang.org/x/sync and Berth's shared vocabulary.
+// the standard library and Berth's shared vocabulary.
 package placement
 
 import (
@@ -12,8 +12,6 @@ import (
 	"log/slog"
 	"sync"
 	"time"
-
-	"golang.org/x/sync/singleflight"
 
 	"github.com/berthhq/berth/internal/berth"
 )
@@ -64,11 +62,9 @@ type Directory struct {
 	negativeTTL time.Duration
 	now         func() time.Time
 
-	// misses shares one look-up among the concurrent misses of a partition.
-	misses singleflight.Group
-
 	mu      sync.RWMutex
 	m       map[key]entry
+	lookups map[key]*lookup   // a missed partition's look-up in flight
 	missing map[key]time.Time // unknown partitions → when we looked
 	loaded  bool
 
@@ -82,7 +78,16 @@ func NewDirectory(src Source, log *slog.Logger) *Directory {
 		log = slog.Default()
 	}
 	return &Directory{src: src, log: log, negativeTTL: time.Second, now: time.Now,
-		m: map[key]entry{}, missing: map[key]time.Time{}}
+		m: map[key]entry{}, missing: map[key]time.Time{}, lookups: map[key]*lookup{}}
+}
+
+// lookup is one look-up of a missed partition, shared by every miss of it
+// while it runs; done is closed when its result is set.
+type lookup struct {
+	done   chan struct{}
+	region string
+	found  bool
+	err    error
 }
 
 // Lookup returns the cached home of a partition.
@@ -133,29 +138,38 @@ func (d *Directory) Resolve(ctx context.Context, kind berth.Kind, id string) (re
 	if known && d.now().Sub(at) < d.negativeTTL {
 		return "", false, nil
 	}
-	deadline, has := ctx.Deadline()
-	if !has {
-		deadline = time.Now().Add(lookupTimeout)
+	k := key{kind, id}
+	d.mu.Lock()
+	if e, ok := d.m[k]; ok { // a look-up ended since the first glance
+		d.mu.Unlock()
+		return e.region, true, nil
 	}
-	type found struct {
-		region string
-		ok     bool
+	l, joined := d.lookups[k]
+	if !joined {
+		l = &lookup{done: make(chan struct{})}
+		d.lookups[k] = l
 	}
-	ch := d.misses.DoChan(string(kind)+"/"+id, func() (any, error) {
-		lctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
-		defer cancel()
-		r, ok, err := d.Refresh(lctx, kind, id)
-		return found{r, ok}, err
-	})
+	d.mu.Unlock()
+	if !joined {
+		deadline, has := ctx.Deadline()
+		if !has {
+			deadline = time.Now().Add(lookupTimeout)
+		}
+		go func() {
+			lctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+			defer cancel()
+			l.region, l.found, l.err = d.Refresh(lctx, kind, id)
+			d.mu.Lock()
+			delete(d.lookups, k)
+			d.mu.Unlock()
+			close(l.done)
+		}()
+	}
 	select {
 	case <-ctx.Done():
 		return "", false, ctx.Err()
-	case res := <-ch:
-		if res.Err != nil {
-			return "", false, res.Err
-		}
-		f := res.Val.(found)
-		return f.region, f.ok, nil
+	case <-l.done:
+		return l.region, l.found, l.err
 	}
 }
 
