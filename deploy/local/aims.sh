@@ -48,9 +48,12 @@ OUT=".local/aims/$(date -u +%Y%m%d-%H%M%S)"
 mkdir -p "$OUT"
 
 if [[ -z "${BINARIES:-}" ]]; then
-	BINARIES="$OUT/bin"
-	log "building the binaries into $BINARIES"
+	BINARIES=.local/aims/bin # one copy, rebuilt by every run
+	built="this tree at $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD 2>/dev/null || echo ' with changes')"
+	log "building the binaries into $BINARIES ($built)"
 	go build -o "$BINARIES/" ./cmd/booking ./cmd/router ./cmd/readmodel ./loadtest
+else
+	built="$BINARIES"
 fi
 for b in booking router readmodel loadtest; do
 	[[ -x "$BINARIES/$b" ]] || die "BINARIES=$BINARIES: no $b binary there"
@@ -85,8 +88,8 @@ busy() {
 # processes exiting) that would otherwise land on the next step's first
 # seconds — a cold platform's first flash sale most of all.
 settle() {
-	local b i
-	for i in $(seq 30); do
+	local b
+	for _ in $(seq 30); do
 		b=$(busy)
 		((b <= 15)) && break
 	done
@@ -188,7 +191,7 @@ fi
 	echo "# Issue 17's aims, one run"
 	echo
 	echo "$started to $(date -u '+%H:%M:%S UTC'), $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) cores;"
-	echo "load average $load_before before, $(cut -d' ' -f1-3 /proc/loadavg) after; binaries: $BINARIES."
+	echo "load average $load_before before, $(cut -d' ' -f1-3 /proc/loadavg) after; binaries: $built."
 	echo "Every step's output: $OUT/."
 	echo
 	echo "| aim | measured | met? |"
