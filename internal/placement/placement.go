@@ -118,16 +118,17 @@ func (d *Directory) Apply(kind berth.Kind, id, region string, version int64) boo
 // from the source (an unknown partition is remembered briefly). ok is false
 // when the partition does not exist.
 //
-// The misses of one partition share one look-up: a new hotel's first sale
-// sends requests to every router within milliseconds of its creation, and
-// each miss asked the database on its own until the first answer came — 19
-// look-ups in a first sale on loopback, one per request arriving meanwhile
-// in general, so many more where the database is slower to answer
-// (docs/PERFORMANCE.md, "A new hotel's first sale: one look-up per router"). Joining a look-up already in flight is safe for a miss: it has no
-// answer of its own to distrust, and a home that changed meanwhile is caught
-// by the booking service's fence (421), after which Refresh reads anew, alone.
-// The shared look-up does not end with the caller that started it (only at
-// its deadline): a client hanging up must not fail the others.
+// The misses of one partition share one look-up: a new hotel's first sale sends
+// requests to every router within milliseconds of its creation, and each miss
+// asked the database on its own until the first answer came — 19 look-ups in a
+// first sale on loopback, one per request arriving meanwhile in general, so
+// many more where the database is slower to answer (docs/PERFORMANCE.md, "A new
+// hotel's first sale: one look-up per router"). Joining a look-up already in
+// flight is safe for a miss: it has no answer of its own to distrust, and a
+// home that changed meanwhile is caught by the booking service's fence (421),
+// after which Refresh reads anew, alone. The shared look-up does not end with
+// the caller that started it (only at its deadline): a client hanging up must
+// not fail the others.
 func (d *Directory) Resolve(ctx context.Context, kind berth.Kind, id string) (region string, ok bool, err error) {
 	if r, _, ok := d.Lookup(kind, id); ok {
 		return r, true, nil
