@@ -48,7 +48,7 @@ txcost: deps ## the write path's yardstick: minimal hold transaction vs the stor
 cpu-per-hold: deps ## CPU per hold of every process (routers, services, read model, NATS, Redis, PostgreSQL) on a platform of its own, and the ratio to the minimal transaction
 	@LAYOUT=$(LAYOUT) bash deploy/local/cpu-per-hold.sh
 
-aims: deps ## issue 17's write-path aims in one run (txcost, cpu-per-hold, flash sales, clinic opening; ~8 min): one table, kept in .local/aims/
+aims: deps ## issue 17's write-path aims in one run (flash sales and clinic opening on an idle machine, then txcost and cpu-per-hold; about 4 min): one table, kept in .local/aims/
 	@LAYOUT=$(LAYOUT) bash deploy/local/aims.sh
 
 check-in-morning: deps ## a check-in morning (arrivals, walks under 10 % overbooking) through the routers of a whole platform of its own, its saga consumers relocating; then booking verify (ARRIVALS=200)
