@@ -84,6 +84,11 @@ func TestClinicGuestHoldLimitRace(t *testing.T) {
 	if n := ce.queryInt(`SELECT count(*) FROM appointments WHERE clinic_id = $1 AND guest_id = 'hoarder' AND status = 'held'`, clinicID); n != 3 {
 		t.Fatalf("%d held appointments in the database, want 3", n)
 	}
+	// A hold of one slot takes it in the round trip of the guest's checks
+	// too (ADR 0011, 2026-12-06): the take of a refused hold rolls back.
+	if n := ce.queryInt(`SELECT count(*) FROM slots WHERE clinic_id = $1 AND status <> 'open'`, clinicID); n != 3 {
+		t.Fatalf("%d slots taken, want 3: a refused hold's take must roll back", n)
+	}
 	ce.checkSlotInvariant(clinicID)
 	// A lapsed hold no longer counts (lazy expiry, database time).
 	for _, table := range []string{"appointments", "slots"} {
@@ -144,4 +149,50 @@ func TestClinicGuestQuantityCapRace(t *testing.T) {
 		t.Fatalf("%d confirmed appointments in the database, want 4", n)
 	}
 	ce.checkSlotInvariant(clinicID)
+}
+
+// A guest who has the doctor that day already is refused a second slot of
+// that day — a refusal kept with its key, so its transaction commits —
+// and the slot asked for stays open: the take, which travels with the
+// guest's checks, takes nothing when the day rule refuses (ADR 0011,
+// 2026-12-06). Another guest then holds it.
+func TestClinicDayRefusalTakesNoSlot(t *testing.T) {
+	t.Parallel()
+	for _, prepay := range []bool{true, false} {
+		t.Run(map[bool]string{true: "held", false: "confirmed"}[prepay], func(t *testing.T) {
+			t.Parallel()
+			ce := startClinics(t, time.Minute)
+			clinicID := ce.seedClinic("Europe/Berlin")
+			d := ce.seedDoctor(clinicID, 30, prepay, allWeek("09:00", "11:00"))
+			ce.materialize(clinicID, bookingtest.Date(5), bookingtest.Date(6))
+			slots := ce.slots(clinicID, d, bookingtest.Date(5))
+			hold := func(guest, key, slot string) bookingtest.Response {
+				t.Helper()
+				return ce.Do(bookingtest.Request{Method: "POST", Path: "/v1/clinics/" + clinicID + "/appointments",
+					Token: ce.guest(guest), IdemKey: key, Body: map[string]any{"guest_id": guest, "slot_id": slot}})
+			}
+			if r := hold("busy", bookingtest.NewKey(), slots[0].ID); r.Status != http.StatusCreated {
+				t.Fatalf("first hold: %d %s", r.Status, r.Body)
+			}
+			key := bookingtest.NewKey()
+			for attempt := range 2 { // the second is the key's replay
+				r := hold("busy", key, slots[1].ID)
+				if r.Status != http.StatusConflict || r.Code() != "invalid_state" || r.JSON()["reason"] != "one_per_doctor_per_day" {
+					t.Fatalf("attempt %d, a second slot that day: %d %s, want 409 invalid_state one_per_doctor_per_day", attempt, r.Status, r.Body)
+				}
+			}
+			if n := ce.queryInt(`SELECT count(*) FROM slots WHERE clinic_id = $1 AND slot_id = $2
+				AND status = 'open' AND held_by IS NULL AND appointment_id IS NULL`, clinicID, slots[1].ID); n != 1 {
+				t.Fatalf("the refused slot is not open: the day refusal committed a take")
+			}
+			if n := ce.queryInt(`SELECT count(*) FROM idempotency_keys WHERE partition_id = $1 AND idem_key = $2 AND response_status = 409`,
+				clinicID, key); n != 1 {
+				t.Fatalf("the day refusal's answer is not kept with its key (%d rows)", n)
+			}
+			if r := hold("other", bookingtest.NewKey(), slots[1].ID); r.Status != http.StatusCreated {
+				t.Fatalf("another guest's hold of the refused slot: %d %s", r.Status, r.Body)
+			}
+			ce.checkSlotInvariant(clinicID)
+		})
+	}
 }

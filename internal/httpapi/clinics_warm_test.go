@@ -58,10 +58,10 @@ func TestWarmCoversTheAppointmentHoldPath(t *testing.T) {
 
 // TestAppointmentHoldRoundTrips counts the round trips to the database of
 // the answers an opening gives most (ADR 0011): a hold of a slot that wins
-// is four — the fence, the key claim and the slot's read; the guest's
-// checks; the take; the new rows with the COMMIT — and a hold of a slot
-// found taken a moment ago, refused by a read, is one; a window hold that
-// wins is three, one refused by a read one.
+// is three — the fence, the key claim and the slot's read; the guest's
+// checks with the take; the new rows with the COMMIT — and a hold of a
+// slot found taken a moment ago, refused by a read, is one; a window hold
+// that wins is three, one refused by a read one.
 func TestAppointmentHoldRoundTrips(t *testing.T) {
 	rec := &dbtest.TripRecorder{}
 	e, clinic, doctor, slots := startDayOf24With(t, bookingtest.Options{DB: postgres.Options{Tracer: rec}})
@@ -79,8 +79,8 @@ func TestAppointmentHoldRoundTrips(t *testing.T) {
 		return trips
 	}
 	named := func() map[string]any { return map[string]any{"slot_id": slots[0].ID} }
-	if trips := hold("g1", named(), http.StatusCreated); len(trips) != 4 {
-		t.Errorf("a winning hold of a slot took %d round trips, want 4:\n%s", len(trips), dbtest.Describe(trips))
+	if trips := hold("g1", named(), http.StatusCreated); len(trips) != 3 {
+		t.Errorf("a winning hold of a slot took %d round trips, want 3:\n%s", len(trips), dbtest.Describe(trips))
 	}
 	hold("g2", named(), http.StatusConflict) // its transaction finds the slot taken
 	if trips := hold("g3", named(), http.StatusConflict); len(trips) != 1 {

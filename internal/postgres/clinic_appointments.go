@@ -198,16 +198,29 @@ func (c *ClinicStore) Hold(ctx context.Context, req appointment.HoldRequest, ide
 				return nil, slotTaken(ctx, tx, req.ClinicID, h.doctorID, req.SlotID, req.GuestID, h.startsAt, takenSlotDetail)
 			}
 			prepay, price = h.prepay, h.price
-			busy, err := c.checkClinicGuest(ctx, tx, req.ClinicID, req.GuestID, prepay, h.doctorID, []time.Time{h.localDate}, &h.localDate, nil)
+			// The take goes in the guest checks' round trip, as a
+			// window's does: a limit refusal rolls it back, and the day
+			// rule is the take's own (takeSlotForGuestSQL), so a day
+			// refusal, which commits, has taken nothing.
+			var ok bool
+			take := &firstReads{
+				queue: func(b *pgx.Batch) { queueTakeSlotForGuest(b, req, statusOf(prepay).SlotStatus(), c.holdTTL) },
+				read: func(br pgx.BatchResults) (err error) {
+					t, ok, err = scanTakeSlot(br.QueryRow(), req.SlotID)
+					return err
+				},
+			}
+			busy, err := c.checkClinicGuest(ctx, tx, req.ClinicID, req.GuestID, prepay, h.doctorID, []time.Time{h.localDate}, &h.localDate, take)
 			if err != nil {
 				return nil, err
+			}
+			if busy && ok {
+				// The take and the count read the guest's day behind its
+				// row's lock, so they agree; should they not, nothing of
+				// this transaction may commit.
+				return nil, fmt.Errorf("slot %s taken for guest %s on a day the guest is busy", req.SlotID, req.GuestID)
 			}
 			if err := onePerDay(h.localDate, busy); err != nil {
-				return nil, err
-			}
-			var ok bool
-			t, ok, err = takeSlot(ctx, tx, req.ClinicID, req.SlotID, statusOf(prepay).SlotStatus(), req.GuestID, req.AppointmentID, c.holdTTL, nil)
-			if err != nil {
 				return nil, err
 			}
 			if !ok {
