@@ -168,105 +168,132 @@ func (c *ClinicStore) Hold(ctx context.Context, req appointment.HoldRequest, ide
 		slot = &slotHint{}
 		first = slotFirstRead(req, slot)
 	}
-	return c.s.writeWith(ctx, berth.KindClinic, req.ClinicID, idem, first, func(tx pgx.Tx, b *pgx.Batch) (any, error) {
-		statusOf := func(prepay bool) appointment.Status {
-			if prepay {
-				return appointment.StatusHeld
+	// A hold of one slot takes it in the round trip of the guest's checks
+	// (retake: the day rule refused a hold whose take got the slot; its
+	// transaction rolls back and the refusal runs again, the take after the
+	// checks, as it did before: sequential).
+	for sequential := false; ; sequential = true {
+		retake := false
+		resp, err := c.s.writeWith(ctx, berth.KindClinic, req.ClinicID, idem, first, func(tx pgx.Tx, b *pgx.Batch) (any, error) {
+			retake = false
+			statusOf := func(prepay bool) appointment.Status {
+				if prepay {
+					return appointment.StatusHeld
+				}
+				return appointment.StatusConfirmed
 			}
-			return appointment.StatusConfirmed
-		}
-		var (
-			t      took
-			prepay bool
-			price  doctorPrice
-		)
-		if req.ByWindow() {
-			var err error
-			if t, prepay, price, err = c.holdInWindow(ctx, tx, req, window, statusOf); err != nil {
-				return nil, err
-			}
-		} else {
-			h := *slot
-			if h.taken {
-				// Someone holds or booked the slot as of this read (the
-				// common answer after the first instants of an opening):
-				// answered at once, without queueing behind the slot's
-				// lock or taking the guest's rows. A slot freed a moment
-				// later is a race this hold lost at the read. The next
-				// holds of the slot ask a read first (refuseTakenSlot).
+			var (
+				t      took
+				prepay bool
+				price  doctorPrice
+			)
+			if req.ByWindow() {
+				var err error
+				if t, prepay, price, err = c.holdInWindow(ctx, tx, req, window, statusOf); err != nil {
+					return nil, err
+				}
+			} else {
+				h := *slot
+				if h.taken {
+					// Someone holds or booked the slot as of this read (the
+					// common answer after the first instants of an opening):
+					// answered at once, without queueing behind the slot's
+					// lock or taking the guest's rows. A slot freed a moment
+					// later is a race this hold lost at the read. The next
+					// holds of the slot ask a read first (refuseTakenSlot).
+					c.full.mark(req, time.Now())
+					return nil, slotTaken(ctx, tx, req.ClinicID, h.doctorID, req.SlotID, req.GuestID, h.startsAt, takenSlotDetail)
+				}
+				prepay, price = h.prepay, h.price
+				// The take goes in the guest checks' round trip, as a
+				// window's does: a limit refusal rolls it back with the
+				// rest. A day refusal is kept with the key, so its
+				// transaction commits: when the take got the slot, the
+				// transaction rolls back instead and the hold runs again
+				// with the take after the checks (sequential), which the
+				// day rule then stops before it.
+				var (
+					ok   bool
+					take *firstReads
+				)
+				if !sequential {
+					take = &firstReads{
+						queue: func(b *pgx.Batch) { queueTakeSlot(b, req, statusOf(prepay).SlotStatus(), c.holdTTL) },
+						read: func(br pgx.BatchResults) (err error) {
+							t, ok, err = scanTakeSlot(br.QueryRow(), req.SlotID)
+							return err
+						},
+					}
+				}
+				busy, err := c.checkClinicGuest(ctx, tx, req.ClinicID, req.GuestID, prepay, h.doctorID, []time.Time{h.localDate}, &h.localDate, take)
+				if err != nil {
+					return nil, err
+				}
+				if busy && ok {
+					retake = true
+					return nil, errTakenOnBusyDay
+				}
+				if err := onePerDay(h.localDate, busy); err != nil {
+					return nil, err
+				}
+				if sequential {
+					if t, ok, err = takeSlot(ctx, tx, req.ClinicID, req.SlotID, statusOf(prepay).SlotStatus(), req.GuestID, req.AppointmentID, c.holdTTL, nil); err != nil {
+						return nil, err
+					}
+				}
+				if !ok {
+					return nil, c.refuseSlot(ctx, tx, req.ClinicID, req.SlotID, req.GuestID)
+				}
+				// Taken by this hold: the others ask a read first.
 				c.full.mark(req, time.Now())
-				return nil, slotTaken(ctx, tx, req.ClinicID, h.doctorID, req.SlotID, req.GuestID, h.startsAt, takenSlotDetail)
 			}
-			prepay, price = h.prepay, h.price
-			// The take goes in the guest checks' round trip, as a
-			// window's does: a limit refusal rolls it back, and the day
-			// rule is the take's own (takeSlotForGuestSQL), so a day
-			// refusal, which commits, has taken nothing.
-			var ok bool
-			take := &firstReads{
-				queue: func(b *pgx.Batch) { queueTakeSlotForGuest(b, req, statusOf(prepay).SlotStatus(), c.holdTTL) },
-				read: func(br pgx.BatchResults) (err error) {
-					t, ok, err = scanTakeSlot(br.QueryRow(), req.SlotID)
-					return err
-				},
+			slotID, status := t.slotID, statusOf(prepay)
+			a := appointment.Appointment{
+				ID: req.AppointmentID, ClinicID: req.ClinicID, DoctorID: t.doctorID, SlotID: slotID, GuestID: req.GuestID,
+				StartsAt: t.startsAt, EndsAt: t.endsAt, LocalDate: appointment.DateOf(t.localDate), Status: status,
+				HoldExpiresAt: t.holdExpiresAt, Channel: req.Channel, CreatedBy: req.Actor,
+				ContactEmail: req.ContactEmail, ContactPhone: req.ContactPhone, ContactPushToken: req.ContactPushToken,
+				Version: 1, CreatedAt: t.now, UpdatedAt: t.now,
 			}
-			busy, err := c.checkClinicGuest(ctx, tx, req.ClinicID, req.GuestID, prepay, h.doctorID, []time.Time{h.localDate}, &h.localDate, take)
-			if err != nil {
-				return nil, err
+			if prepay {
+				a.PriceCents, a.Currency = price.cents, price.currency
 			}
-			if busy && ok {
-				// The take and the count read the guest's day behind its
-				// row's lock, so they agree; should they not, nothing of
-				// this transaction may commit.
-				return nil, fmt.Errorf("slot %s taken for guest %s on a day the guest is busy", req.SlotID, req.GuestID)
+			au := &audit{clinicID: req.ClinicID, region: c.s.region}
+			var evs []event
+			if t.prevStatus == appointment.SlotHeld && t.prevAppt != "" {
+				// The previous holder's hold lapsed: it loses the slot now, in
+				// this transaction, before the new appointment row goes in (the
+				// one-live-appointment-per-slot index would refuse it otherwise).
+				ev, err := expireAppointment(ctx, tx, req.ClinicID, t.prevAppt)
+				if err != nil {
+					return nil, err
+				}
+				evs = append(evs, ev...)
+				au.add(slotID, t.prevAppt, systemActor, appointment.ChannelSystem, appointment.SlotHeld, appointment.SlotOpen)
 			}
-			if err := onePerDay(h.localDate, busy); err != nil {
-				return nil, err
+			b.Queue(insertAppointmentSQL,
+				a.ClinicID, a.ID, c.s.region, a.DoctorID, a.SlotID, a.GuestID, a.StartsAt, a.EndsAt, t.localDate,
+				string(a.Status), string(a.Channel), a.CreatedBy.Subject, a.CreatedBy.Role, a.HoldExpiresAt, a.CreatedAt,
+				a.PriceCents, a.Currency, a.ContactEmail, a.ContactPhone, a.ContactPushToken)
+			au.add(slotID, a.ID, req.Actor, req.Channel, appointment.SlotOpen, status.SlotStatus())
+			au.flush(b)
+			typ := appointment.EventHeld
+			if status == appointment.StatusConfirmed {
+				typ = appointment.EventConfirmed
 			}
-			if !ok {
-				return nil, c.refuseSlot(ctx, tx, req.ClinicID, req.SlotID, req.GuestID)
-			}
-			// Taken by this hold: the others ask a read first.
-			c.full.mark(req, time.Now())
+			evs = append(evs, appointmentEvent(typ, a))
+			return a, queueEvents(ctx, b, c.s.region, evs...)
+		})
+		if retake && !sequential {
+			continue
 		}
-		slotID, status := t.slotID, statusOf(prepay)
-		a := appointment.Appointment{
-			ID: req.AppointmentID, ClinicID: req.ClinicID, DoctorID: t.doctorID, SlotID: slotID, GuestID: req.GuestID,
-			StartsAt: t.startsAt, EndsAt: t.endsAt, LocalDate: appointment.DateOf(t.localDate), Status: status,
-			HoldExpiresAt: t.holdExpiresAt, Channel: req.Channel, CreatedBy: req.Actor,
-			ContactEmail: req.ContactEmail, ContactPhone: req.ContactPhone, ContactPushToken: req.ContactPushToken,
-			Version: 1, CreatedAt: t.now, UpdatedAt: t.now,
-		}
-		if prepay {
-			a.PriceCents, a.Currency = price.cents, price.currency
-		}
-		au := &audit{clinicID: req.ClinicID, region: c.s.region}
-		var evs []event
-		if t.prevStatus == appointment.SlotHeld && t.prevAppt != "" {
-			// The previous holder's hold lapsed: it loses the slot now, in
-			// this transaction, before the new appointment row goes in (the
-			// one-live-appointment-per-slot index would refuse it otherwise).
-			ev, err := expireAppointment(ctx, tx, req.ClinicID, t.prevAppt)
-			if err != nil {
-				return nil, err
-			}
-			evs = append(evs, ev...)
-			au.add(slotID, t.prevAppt, systemActor, appointment.ChannelSystem, appointment.SlotHeld, appointment.SlotOpen)
-		}
-		b.Queue(insertAppointmentSQL,
-			a.ClinicID, a.ID, c.s.region, a.DoctorID, a.SlotID, a.GuestID, a.StartsAt, a.EndsAt, t.localDate,
-			string(a.Status), string(a.Channel), a.CreatedBy.Subject, a.CreatedBy.Role, a.HoldExpiresAt, a.CreatedAt,
-			a.PriceCents, a.Currency, a.ContactEmail, a.ContactPhone, a.ContactPushToken)
-		au.add(slotID, a.ID, req.Actor, req.Channel, appointment.SlotOpen, status.SlotStatus())
-		au.flush(b)
-		typ := appointment.EventHeld
-		if status == appointment.StatusConfirmed {
-			typ = appointment.EventConfirmed
-		}
-		evs = append(evs, appointmentEvent(typ, a))
-		return a, queueEvents(ctx, b, c.s.region, evs...)
-	})
+		return resp, err
+	}
 }
+
+// errTakenOnBusyDay rolls back a hold whose take got its slot while the
+// day rule refuses it (Hold runs it again, the take after the checks).
+var errTakenOnBusyDay = errors.New("slot taken on a day the guest has the doctor")
 
 // fullWindowDetail is the detail of the refusal of a full window.
 const fullWindowDetail = "no open slot of this doctor in the window"

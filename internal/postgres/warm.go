@@ -243,7 +243,7 @@ func WarmStatements() []string {
 func AppointmentHoldStatements() []string {
 	return []string{
 		fenceSQL, claimKeySQL, storeResponseSQL, storedKeyAnswerSQL, insertOutboxSQL,
-		slotHintSQL, takeSlotForGuestSQL, lockClinicGuestSQL, countClinicGuestSQL, lockGuestDaysSQL, liveElsewhereSQL,
+		slotHintSQL, takeSlotSQL, lockClinicGuestSQL, countClinicGuestSQL, lockGuestDaysSQL, liveElsewhereSQL,
 		insertAppointmentSQL, insertSlotAuditSQL, alternativesSQL, slotAlternativesSQL,
 		windowDoctorSQL, takeFirstSQL, windowHomeSQL, windowOpenSQL,
 	}
