@@ -169,126 +169,149 @@ func (c *ClinicStore) Hold(ctx context.Context, req appointment.HoldRequest, ide
 		first = slotFirstRead(req, slot)
 	}
 	// A hold of one slot takes it in the round trip of the guest's checks
-	// (retake: the day rule refused a hold whose take got the slot; its
-	// transaction rolls back and the refusal runs again, the take after the
-	// checks, as it did before: sequential).
+	// (holdSlot); when the day rule refuses a hold whose take got the slot,
+	// its transaction rolls back and the hold runs again with the take after
+	// the checks (sequential), as it did before that.
 	for sequential := false; ; sequential = true {
 		retake := false
 		resp, err := c.s.writeWith(ctx, berth.KindClinic, req.ClinicID, idem, first, func(tx pgx.Tx, b *pgx.Batch) (any, error) {
-			retake = false
-			statusOf := func(prepay bool) appointment.Status {
-				if prepay {
-					return appointment.StatusHeld
-				}
-				return appointment.StatusConfirmed
-			}
-			var (
-				t      took
-				prepay bool
-				price  doctorPrice
-			)
-			if req.ByWindow() {
-				var err error
-				if t, prepay, price, err = c.holdInWindow(ctx, tx, req, window, statusOf); err != nil {
-					return nil, err
-				}
-			} else {
-				h := *slot
-				if h.taken {
-					// Someone holds or booked the slot as of this read (the
-					// common answer after the first instants of an opening):
-					// answered at once, without queueing behind the slot's
-					// lock or taking the guest's rows. A slot freed a moment
-					// later is a race this hold lost at the read. The next
-					// holds of the slot ask a read first (refuseTakenSlot).
-					c.full.mark(req, time.Now())
-					return nil, slotTaken(ctx, tx, req.ClinicID, h.doctorID, req.SlotID, req.GuestID, h.startsAt, takenSlotDetail)
-				}
-				prepay, price = h.prepay, h.price
-				// The take goes in the guest checks' round trip, as a
-				// window's does: a limit refusal rolls it back with the
-				// rest. A day refusal is kept with the key, so its
-				// transaction commits: when the take got the slot, the
-				// transaction rolls back instead and the hold runs again
-				// with the take after the checks (sequential), which the
-				// day rule then stops before it.
-				var (
-					ok   bool
-					take *firstReads
-				)
-				if !sequential {
-					take = &firstReads{
-						queue: func(b *pgx.Batch) { queueTakeSlot(b, req, statusOf(prepay).SlotStatus(), c.holdTTL) },
-						read: func(br pgx.BatchResults) (err error) {
-							t, ok, err = scanTakeSlot(br.QueryRow(), req.SlotID)
-							return err
-						},
-					}
-				}
-				busy, err := c.checkClinicGuest(ctx, tx, req.ClinicID, req.GuestID, prepay, h.doctorID, []time.Time{h.localDate}, &h.localDate, take)
-				if err != nil {
-					return nil, err
-				}
-				if busy && ok {
-					retake = true
-					return nil, errTakenOnBusyDay
-				}
-				if err := onePerDay(h.localDate, busy); err != nil {
-					return nil, err
-				}
-				if sequential {
-					if t, ok, err = takeSlot(ctx, tx, req.ClinicID, req.SlotID, statusOf(prepay).SlotStatus(), req.GuestID, req.AppointmentID, c.holdTTL, nil); err != nil {
-						return nil, err
-					}
-				}
-				if !ok {
-					return nil, c.refuseSlot(ctx, tx, req.ClinicID, req.SlotID, req.GuestID)
-				}
-				// Taken by this hold: the others ask a read first.
-				c.full.mark(req, time.Now())
-			}
-			slotID, status := t.slotID, statusOf(prepay)
-			a := appointment.Appointment{
-				ID: req.AppointmentID, ClinicID: req.ClinicID, DoctorID: t.doctorID, SlotID: slotID, GuestID: req.GuestID,
-				StartsAt: t.startsAt, EndsAt: t.endsAt, LocalDate: appointment.DateOf(t.localDate), Status: status,
-				HoldExpiresAt: t.holdExpiresAt, Channel: req.Channel, CreatedBy: req.Actor,
-				ContactEmail: req.ContactEmail, ContactPhone: req.ContactPhone, ContactPushToken: req.ContactPushToken,
-				Version: 1, CreatedAt: t.now, UpdatedAt: t.now,
-			}
-			if prepay {
-				a.PriceCents, a.Currency = price.cents, price.currency
-			}
-			au := &audit{clinicID: req.ClinicID, region: c.s.region}
-			var evs []event
-			if t.prevStatus == appointment.SlotHeld && t.prevAppt != "" {
-				// The previous holder's hold lapsed: it loses the slot now, in
-				// this transaction, before the new appointment row goes in (the
-				// one-live-appointment-per-slot index would refuse it otherwise).
-				ev, err := expireAppointment(ctx, tx, req.ClinicID, t.prevAppt)
-				if err != nil {
-					return nil, err
-				}
-				evs = append(evs, ev...)
-				au.add(slotID, t.prevAppt, systemActor, appointment.ChannelSystem, appointment.SlotHeld, appointment.SlotOpen)
-			}
-			b.Queue(insertAppointmentSQL,
-				a.ClinicID, a.ID, c.s.region, a.DoctorID, a.SlotID, a.GuestID, a.StartsAt, a.EndsAt, t.localDate,
-				string(a.Status), string(a.Channel), a.CreatedBy.Subject, a.CreatedBy.Role, a.HoldExpiresAt, a.CreatedAt,
-				a.PriceCents, a.Currency, a.ContactEmail, a.ContactPhone, a.ContactPushToken)
-			au.add(slotID, a.ID, req.Actor, req.Channel, appointment.SlotOpen, status.SlotStatus())
-			au.flush(b)
-			typ := appointment.EventHeld
-			if status == appointment.StatusConfirmed {
-				typ = appointment.EventConfirmed
-			}
-			evs = append(evs, appointmentEvent(typ, a))
-			return a, queueEvents(ctx, b, c.s.region, evs...)
+			v, err := c.hold(ctx, tx, b, req, window, slot, sequential)
+			retake = errors.Is(err, errTakenOnBusyDay)
+			return v, err
 		})
 		if retake && !sequential {
 			continue
 		}
 		return resp, err
 	}
+}
+
+// hold is the body of Hold's transaction: take the slot (holdSlot) or a
+// slot of the window (holdInWindow), then queue the new appointment, its
+// audit and its events on b.
+func (c *ClinicStore) hold(ctx context.Context, tx pgx.Tx, b *pgx.Batch, req appointment.HoldRequest,
+	window *windowReads, slot *slotHint, sequential bool) (any, error) {
+	statusOf := func(prepay bool) appointment.Status {
+		if prepay {
+			return appointment.StatusHeld
+		}
+		return appointment.StatusConfirmed
+	}
+	var (
+		t      took
+		prepay bool
+		price  doctorPrice
+		err    error
+	)
+	if req.ByWindow() {
+		t, prepay, price, err = c.holdInWindow(ctx, tx, req, window, statusOf)
+	} else {
+		t, prepay, price, err = c.holdSlot(ctx, tx, req, *slot, statusOf, sequential)
+	}
+	if err != nil {
+		return nil, err
+	}
+	slotID, status := t.slotID, statusOf(prepay)
+	a := appointment.Appointment{
+		ID: req.AppointmentID, ClinicID: req.ClinicID, DoctorID: t.doctorID, SlotID: slotID, GuestID: req.GuestID,
+		StartsAt: t.startsAt, EndsAt: t.endsAt, LocalDate: appointment.DateOf(t.localDate), Status: status,
+		HoldExpiresAt: t.holdExpiresAt, Channel: req.Channel, CreatedBy: req.Actor,
+		ContactEmail: req.ContactEmail, ContactPhone: req.ContactPhone, ContactPushToken: req.ContactPushToken,
+		Version: 1, CreatedAt: t.now, UpdatedAt: t.now,
+	}
+	if prepay {
+		a.PriceCents, a.Currency = price.cents, price.currency
+	}
+	au := &audit{clinicID: req.ClinicID, region: c.s.region}
+	var evs []event
+	if t.prevStatus == appointment.SlotHeld && t.prevAppt != "" {
+		// The previous holder's hold lapsed: it loses the slot now, in
+		// this transaction, before the new appointment row goes in (the
+		// one-live-appointment-per-slot index would refuse it otherwise).
+		ev, err := expireAppointment(ctx, tx, req.ClinicID, t.prevAppt)
+		if err != nil {
+			return nil, err
+		}
+		evs = append(evs, ev...)
+		au.add(slotID, t.prevAppt, systemActor, appointment.ChannelSystem, appointment.SlotHeld, appointment.SlotOpen)
+	}
+	b.Queue(insertAppointmentSQL,
+		a.ClinicID, a.ID, c.s.region, a.DoctorID, a.SlotID, a.GuestID, a.StartsAt, a.EndsAt, t.localDate,
+		string(a.Status), string(a.Channel), a.CreatedBy.Subject, a.CreatedBy.Role, a.HoldExpiresAt, a.CreatedAt,
+		a.PriceCents, a.Currency, a.ContactEmail, a.ContactPhone, a.ContactPushToken)
+	au.add(slotID, a.ID, req.Actor, req.Channel, appointment.SlotOpen, status.SlotStatus())
+	au.flush(b)
+	typ := appointment.EventHeld
+	if status == appointment.StatusConfirmed {
+		typ = appointment.EventConfirmed
+	}
+	evs = append(evs, appointmentEvent(typ, a))
+	return a, queueEvents(ctx, b, c.s.region, evs...)
+}
+
+// holdSlot takes, for a hold of one slot, that slot, and says whether the
+// doctor wants prepayment (statusOf turns that into the new appointment's
+// status). h is the slot's hint, read in the transaction's first round
+// trip (slotFirstRead).
+//
+// A slot taken as of that read is refused at once, without the guest's
+// rows. Otherwise the take goes in the round trip of the guest's checks,
+// as a window's does (checkClinicGuest's then), so a win is three round
+// trips: a limit refusal rolls the take back with the rest. A refusal by
+// the day rule (appointment.OnePerDoctorPerDay) is kept with the key, so
+// its transaction commits: when the take got the slot, holdSlot returns
+// errTakenOnBusyDay instead, the transaction rolls back, and Hold runs it
+// again sequential — the take after the checks, which the day rule stops
+// before it (ADR 0011, 2026-12-06).
+func (c *ClinicStore) holdSlot(ctx context.Context, tx pgx.Tx, req appointment.HoldRequest, h slotHint,
+	statusOf func(prepay bool) appointment.Status, sequential bool) (took, bool, doctorPrice, error) {
+	prepay, price := h.prepay, h.price
+	if h.taken {
+		// Someone holds or booked the slot as of this read (the common
+		// answer after the first instants of an opening): answered at
+		// once, without queueing behind the slot's lock or taking the
+		// guest's rows. A slot freed a moment later is a race this hold
+		// lost at the read. The next holds of the slot ask a read first
+		// (refuseTakenSlot).
+		c.full.mark(req, time.Now())
+		return took{}, false, price, slotTaken(ctx, tx, req.ClinicID, h.doctorID, req.SlotID, req.GuestID, h.startsAt, takenSlotDetail)
+	}
+	to := statusOf(prepay).SlotStatus()
+	var (
+		t    took
+		ok   bool
+		take *firstReads
+	)
+	if !sequential {
+		take = &firstReads{
+			queue: func(b *pgx.Batch) { queueTakeSlot(b, req, to, c.holdTTL) },
+			read: func(br pgx.BatchResults) (err error) {
+				t, ok, err = scanTakeSlot(br.QueryRow(), req.SlotID)
+				return err
+			},
+		}
+	}
+	busy, err := c.checkClinicGuest(ctx, tx, req.ClinicID, req.GuestID, prepay, h.doctorID, []time.Time{h.localDate}, &h.localDate, take)
+	if err != nil {
+		return took{}, false, price, err
+	}
+	if busy && ok {
+		return took{}, false, price, errTakenOnBusyDay
+	}
+	if err := onePerDay(h.localDate, busy); err != nil {
+		return took{}, false, price, err
+	}
+	if sequential {
+		if t, ok, err = takeSlot(ctx, tx, req.ClinicID, req.SlotID, to, req.GuestID, req.AppointmentID, c.holdTTL, nil); err != nil {
+			return took{}, false, price, err
+		}
+	}
+	if !ok {
+		return took{}, false, price, c.refuseSlot(ctx, tx, req.ClinicID, req.SlotID, req.GuestID)
+	}
+	// Taken by this hold: the others ask a read first.
+	c.full.mark(req, time.Now())
+	return t, prepay, price, nil
 }
 
 // errTakenOnBusyDay rolls back a hold whose take got its slot while the
