@@ -130,20 +130,17 @@ func (d *Directory) Apply(kind berth.Kind, id, region string, version int64) boo
 // the caller that started it (only at its deadline): a client hanging up must
 // not fail the others.
 func (d *Directory) Resolve(ctx context.Context, kind berth.Kind, id string) (region string, ok bool, err error) {
-	if r, _, ok := d.Lookup(kind, id); ok {
-		return r, true, nil
-	}
-	d.mu.RLock()
-	at, known := d.missing[key{kind, id}]
-	d.mu.RUnlock()
-	if known && d.now().Sub(at) < d.negativeTTL {
-		return "", false, nil
-	}
 	k := key{kind, id}
+	d.mu.RLock()
+	region, ok, hit := d.cachedLocked(k)
+	d.mu.RUnlock()
+	if hit {
+		return region, ok, nil
+	}
 	d.mu.Lock()
-	if e, ok := d.m[k]; ok { // a look-up ended since the first glance
+	if region, ok, hit := d.cachedLocked(k); hit { // a look-up ended since the first glance
 		d.mu.Unlock()
-		return e.region, true, nil
+		return region, ok, nil
 	}
 	l, joined := d.lookups[k]
 	if !joined {
@@ -172,6 +169,19 @@ func (d *Directory) Resolve(ctx context.Context, kind berth.Kind, id string) (re
 	case <-l.done:
 		return l.region, l.found, l.err
 	}
+}
+
+// cachedLocked answers for a partition from the cache (hit): its home, or
+// that it was found missing less than negativeTTL ago (ok false). The
+// caller holds d.mu.
+func (d *Directory) cachedLocked(k key) (region string, ok, hit bool) {
+	if e, found := d.m[k]; found {
+		return e.region, true, true
+	}
+	if at, known := d.missing[k]; known && d.now().Sub(at) < d.negativeTTL {
+		return "", false, true
+	}
+	return "", false, false
 }
 
 // Refresh reads one partition's placement from the source and applies it
