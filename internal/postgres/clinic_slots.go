@@ -293,13 +293,18 @@ type took struct {
 // takeSlot runs takeSlotSQL; ok is false when the slot was not takeable.
 func takeSlot(ctx context.Context, tx pgx.Tx, clinicID, slotID string, to appointment.SlotStatus, guestID, apptID string,
 	ttl time.Duration, expiresAt *time.Time) (took, bool, error) {
-	return scanTakeSlot(tx.QueryRow(ctx, takeSlotSQL, clinicID, slotID, string(to), guestID, apptID, ttl.Microseconds(), expiresAt), slotID)
+	return scanTakeSlot(tx.QueryRow(ctx, takeSlotSQL, takeSlotArgs(clinicID, slotID, to, guestID, apptID, ttl, expiresAt)...), slotID)
 }
 
 // queueTakeSlot queues takeSlotSQL for a new hold of one slot; scanTakeSlot
 // reads its row (ok is false when the slot was not takeable).
 func queueTakeSlot(b *pgx.Batch, req appointment.HoldRequest, to appointment.SlotStatus, ttl time.Duration) {
-	b.Queue(takeSlotSQL, req.ClinicID, req.SlotID, string(to), req.GuestID, req.AppointmentID, ttl.Microseconds(), (*time.Time)(nil))
+	b.Queue(takeSlotSQL, takeSlotArgs(req.ClinicID, req.SlotID, to, req.GuestID, req.AppointmentID, ttl, nil)...)
+}
+
+// takeSlotArgs are takeSlotSQL's parameters.
+func takeSlotArgs(clinicID, slotID string, to appointment.SlotStatus, guestID, apptID string, ttl time.Duration, expiresAt *time.Time) []any {
+	return []any{clinicID, slotID, string(to), guestID, apptID, ttl.Microseconds(), expiresAt}
 }
 
 // scanTakeSlot reads the row of a take of slot slotID.
