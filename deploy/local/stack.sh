@@ -21,6 +21,11 @@ LOGS="$LOCAL/logs"
 RUN="$LOCAL/run"
 PG_PORT="${BERTH_PG_PORT:-55432}"
 REDIS_PORT="${BERTH_REDIS_PORT:-56379}"
+# glibc's malloc settings of the PostgreSQL server (see start_postgres); empty
+# for glibc's defaults. One tunable only: this glibc (2.36) passes on just the
+# first of a colon-separated list to the processes it starts, and pg_ctl
+# starts the server through a shell.
+PG_MALLOC_TUNABLES="${BERTH_PG_MALLOC_TUNABLES-glibc.malloc.trim_threshold=8388608}"
 NATS_PORT="${BERTH_NATS_PORT:-54222}"
 NATS_HTTP_PORT="${BERTH_NATS_HTTP_PORT:-58222}"
 NATS_VERSION="v2.15.2"
@@ -92,7 +97,15 @@ start_postgres() {
 	local bindir
 	bindir="$(pg_bindir)" || { apt_install postgresql-15; bindir="$(pg_bindir)"; }
 	local data="$LOCAL/pg/data" sock="$LOCAL/pg/sock"
-	if port_open "$PG_PORT"; then log "postgresql already on :$PG_PORT"; return; fi
+	if port_open "$PG_PORT"; then
+		log "postgresql already on :$PG_PORT"
+		local pid
+		pid="$(head -1 "$data/postmaster.pid" 2>/dev/null || true)"
+		if [[ -n "$pid" && -r "/proc/$pid/environ" ]] && ! tr '\0' '\n' <"/proc/$pid/environ" | grep -q '^GLIBC_TUNABLES=.*malloc.trim_threshold'; then
+			log "note: it runs with glibc's default malloc trimming, not PG_MALLOC_TUNABLES; \`make down\` and start it again to apply them"
+		fi
+		return
+	fi
 	mkdir -p "$LOCAL/pg" "$sock"
 	if [[ $(id -u) -eq 0 ]]; then
 		id postgres >/dev/null 2>&1 || useradd --system --home-dir /var/lib/postgresql --shell /bin/bash postgres
@@ -126,7 +139,17 @@ shared_preload_libraries = 'pg_stat_statements'
 CONF
 	fi
 	log "starting postgresql on :$PG_PORT"
-	as_pg "$bindir/pg_ctl" -D "$data" -l "$LOCAL/pg/postgres.log" -w -t 60 start >/dev/null
+	# glibc gives the top of a backend's heap back to the kernel whenever more
+	# than 128 KB of it is free (M_TRIM_THRESHOLD), and every statement of the
+	# hold can free that much: each B-tree scan pallocs about 27 KB outside its
+	# context's blocks, so a statement with a handful of scans ends with brk()
+	# shrinking the heap and the next one faulting the pages back in, with a
+	# TLB shoot-down of the other core each time — a third of the booking
+	# services' backend CPU per hold (docs/PERFORMANCE.md, "PostgreSQL's heap
+	# kept between statements"). Keeping up to 8 MB of free heap per backend
+	# stops that. (A fixed threshold also fixes glibc's mmap threshold at
+	# 128 KB; no statement of the hold allocates that much at once.)
+	as_pg env ${PG_MALLOC_TUNABLES:+GLIBC_TUNABLES="$PG_MALLOC_TUNABLES"} "$bindir/pg_ctl" -D "$data" -l "$LOCAL/pg/postgres.log" -w -t 60 start >/dev/null
 	wait_port "$PG_PORT" postgresql
 	local psql="$bindir/psql"
 	"$psql" -h 127.0.0.1 -p "$PG_PORT" -U berth -d postgres -qtAc "SELECT 1 FROM pg_database WHERE datname='berth'" | grep -q 1 ||
