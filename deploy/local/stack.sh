@@ -112,7 +112,7 @@ start_postgres() {
 		log "postgresql already on :$PG_PORT"
 		local pid
 		pid="$(head -1 "$data/postmaster.pid" 2>/dev/null || true)"
-		if [[ -n "$pid" && -r "/proc/$pid/environ" ]] && ! tr '\0' '\n' <"/proc/$pid/environ" | grep -q '^GLIBC_TUNABLES=.*malloc.trim_threshold'; then
+		if [[ -n "$PG_MALLOC_TUNABLES" && -n "$pid" && -r "/proc/$pid/environ" ]] && ! tr '\0' '\n' <"/proc/$pid/environ" | grep -q '^GLIBC_TUNABLES=.*malloc.trim_threshold'; then
 			log "note: it runs with glibc's default malloc trimming, not PG_MALLOC_TUNABLES; \`make down\` and start it again to apply them"
 		fi
 		return
@@ -155,7 +155,7 @@ CONF
 	# hold can free that much: each B-tree scan pallocs about 27 KB outside its
 	# context's blocks, so a statement with a handful of scans ends with brk()
 	# shrinking the heap and the next one faulting the pages back in, with a
-	# TLB shoot-down of the other core each time — a third of the booking
+	# TLB shoot-down of the other core each time — about 30 % of the booking
 	# services' backend CPU per hold (docs/PERFORMANCE.md, "PostgreSQL's heap
 	# kept between statements"). Keeping up to 8 MB of free heap per backend
 	# stops that. (A fixed threshold also fixes glibc's mmap threshold at
