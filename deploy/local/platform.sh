@@ -50,6 +50,8 @@ WARM_CONNS="${BERTH_DB_WARM_CONNS:-32}"
 # SERVICE_GODEBUG (the reason is there); empty for Go's defaults. The load
 # generator runs without it.
 SERVICE_GODEBUG="${BERTH_SERVICE_GODEBUG-schedtrace=2147483647}"
+SERVICE_ENV=()
+[[ -z "$SERVICE_GODEBUG" ]] || SERVICE_ENV=(GODEBUG="${GODEBUG:+$GODEBUG,}$SERVICE_GODEBUG")
 REGIONS=(us-east eu-west ap-south)
 
 log() { printf '\033[1m[%s]\033[0m %s\n' "$NAME" "$*" >&2; }
@@ -111,10 +113,9 @@ start() {
 	shift 2
 	local -a env=()
 	[[ -n "${PROFILE_DIR:-}" ]] && env=(BERTH_PPROF_ADDR="127.0.0.1:$pprof") && PPROF_OF[$name]=$pprof
-	[[ -n "$SERVICE_GODEBUG" ]] && env+=(GODEBUG="${GODEBUG:+$GODEBUG,}$SERVICE_GODEBUG")
 	# Each service's database sessions carry its name, so the PostgreSQL
 	# backends are accounted per service.
-	env "${env[@]}" BERTH_DATABASE_URL="$DB_URL${DB_URL_SEP}application_name=$name" "$@" >"$WORK/logs/$name.log" 2>&1 </dev/null &
+	env "${SERVICE_ENV[@]}" "${env[@]}" BERTH_DATABASE_URL="$DB_URL${DB_URL_SEP}application_name=$name" "$@" >"$WORK/logs/$name.log" 2>&1 </dev/null &
 	PIDS+=($!)
 	PID_OF[$name]=$!
 }
@@ -158,7 +159,7 @@ platform_up() {
 	# The monitoring endpoint (/varz, /jsz) counts messages in and out and
 	# each consumer's deliveries: cpu-per-hold.sh reads it per hold.
 	NATS_MONITOR="http://127.0.0.1:$((BASE + 37))"
-	env ${SERVICE_GODEBUG:+GODEBUG="${GODEBUG:+$GODEBUG,}$SERVICE_GODEBUG"} "$nats_bin" -js -a 127.0.0.1 -p "$nats_port" -m $((BASE + 37)) -sd "$WORK/nats" "${nats_prof[@]}" \
+	env "${SERVICE_ENV[@]}" "$nats_bin" -js -a 127.0.0.1 -p "$nats_port" -m $((BASE + 37)) -sd "$WORK/nats" "${nats_prof[@]}" \
 		>"$WORK/logs/nats.log" 2>&1 </dev/null &
 	PIDS+=($!) && NATS_PID=$!
 

@@ -294,8 +294,7 @@ start_service() { # name port args...
 	(
 		set +u
 		source "$LOCAL/env"
-		[[ -z "$SERVICE_GODEBUG" ]] || export GODEBUG="${GODEBUG:+$GODEBUG,}$SERVICE_GODEBUG"
-		exec "$@"
+		with_godebug exec "$@"
 	) >>"$LOGS/$name.log" 2>&1 </dev/null &
 	echo $! >"$RUN/$name.pid"
 }
