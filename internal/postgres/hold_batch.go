@@ -121,11 +121,16 @@ type BatchStats struct {
 	// writes and commits (Commit). The room type's nights are locked for
 	// all of Decide and Commit. Divided by Batches, a batch's cycle.
 	Lock, Decide, Commit time.Duration
+	// The statements that read the keys of holds the sold-out cache refused
+	// (KeyReads) and the keys they read (KeysRead): coalesced, so a flash
+	// sale's losers ask many keys per statement (key_reads.go).
+	KeyReads, KeysRead int64
 }
 
 type batchCounters struct {
 	batches, batched, alone, reruns, groups, grouped atomic.Int64
 	lock, decide, commit                             atomic.Int64 // ns
+	keyReads, keysRead                               atomic.Int64
 }
 
 // SetHoldBatch sets the largest batch of holds of one room type (0 or 1:
@@ -141,7 +146,7 @@ func (s *Store) HoldBatchStats() BatchStats {
 	return BatchStats{Batches: s.batch.batches.Load(), Batched: s.batch.batched.Load(), Alone: s.batch.alone.Load(),
 		Reruns: s.batch.reruns.Load(), Groups: s.batch.groups.Load(), Grouped: s.batch.grouped.Load(),
 		Lock: time.Duration(s.batch.lock.Load()), Decide: time.Duration(s.batch.decide.Load()),
-		Commit: time.Duration(s.batch.commit.Load())}
+		Commit: time.Duration(s.batch.commit.Load()), KeyReads: s.batch.keyReads.Load(), KeysRead: s.batch.keysRead.Load()}
 }
 
 // holdQueued runs a hold through its room type's queue: at once and alone
@@ -392,8 +397,9 @@ func (s *Store) holdBatch(ctx context.Context, calls []*holdCall, exact bool) (b
 // refuseQueued answers the queued holds the sold-out cache now refuses —
 // the transaction they waited for sold their nights out, or refused a
 // batch-mate for them — as a hold arriving now would be answered
-// (refuseShort: its key still read, the reads of them all together,
-// key_reads.go), and returns the others in order. Without it a flash
+// (refuseShort: its key still read), and returns the others in order. Their
+// keys are asked together, so they are read in one statement (key_reads.go)
+// rather than the first alone and the others after it. Without it a flash
 // sale's first losers, queued behind the winner before anything was known,
 // each went through a batch transaction to learn what the cache knew.
 func (s *Store) refuseQueued(calls []*holdCall) []*holdCall {
@@ -401,29 +407,59 @@ func (s *Store) refuseQueued(calls []*holdCall) []*holdCall {
 		return calls
 	}
 	refused := make([]bool, len(calls))
-	var wg sync.WaitGroup
+	type keyed struct {
+		i       int
+		refusal error
+		read    *keyCall
+	}
+	var (
+		reads   []keyed
+		byHotel = map[string][]*keyCall{}
+		first   = map[string]context.Context{}
+	)
 	for i, c := range calls {
 		short := s.soldOut.Refuses(c.req.HotelID, c.req.RoomTypeID, nightsOf(c.req.Stay), c.req.Quantity)
 		if len(short) == 0 {
 			continue
 		}
-		own := 0
-		if c.idem != nil {
-			own = 1 // Hold counted this call among the running holds of its key
+		refusal := soldOutError(c.req.Stay, c.req.Quantity, short)
+		if c.idem == nil {
+			refused[i] = true
+			c.finish(berth.Response{}, refusal)
+			continue
 		}
+		// Hold counted this call among the running holds of its key: another
+		// one running with it goes on to the batch, whose transaction waits
+		// for it (refuseShort).
+		if s.holdsRunning(c.req.HotelID, c.idem.Key) > 1 {
+			continue
+		}
+		read := newKeyCall(c.idem.Key)
+		reads = append(reads, keyed{i, refusal, read})
+		if first[c.req.HotelID] == nil {
+			first[c.req.HotelID] = c.ctx
+		}
+		byHotel[c.req.HotelID] = append(byHotel[c.req.HotelID], read)
+	}
+	for hotelID, keys := range byHotel {
+		s.submitKeys(first[hotelID], hotelID, keys)
+	}
+	var wg sync.WaitGroup
+	for _, r := range reads {
+		c := calls[r.i]
+		refused[r.i] = true
 		wg.Go(func() {
+			finished := false
 			defer func() {
 				// As in runBatch: every call is finished, also on a panic.
-				if p := recover(); p != nil && !refused[i] {
-					refused[i] = true
+				if p := recover(); p != nil && !finished {
 					c.finish(berth.Response{}, fmt.Errorf("hold: panic: %v", p))
 				}
 			}()
-			resp, ok, err := s.refuseShort(c.ctx, c.req, c.idem, short, own)
-			if ok {
-				refused[i] = true
-				c.finish(resp, err)
-			}
+			ans, err := r.read.wait(c.ctx)
+			resp, err := refusalAnswer(c.idem, r.refusal, ans, err)
+			finished = true
+			c.finish(resp, err)
 		})
 	}
 	wg.Wait()

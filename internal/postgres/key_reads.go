@@ -19,10 +19,11 @@ import (
 // cached refusal costs the database and a good part of what it costs the
 // booking service. So the reads of one hotel are coalesced like the holds of
 // a hot room type (hold_batch.go): at most one read of a hotel runs at a
-// time; the first runs at once, alone; keys asked while it runs wait and are
-// read together, in one statement, as soon as it ends. A read therefore
-// always starts after its request arrived (it sees every commit that
-// returned before), and nothing waits for a timer.
+// time; the first runs at once, with the keys asked together with it (the
+// holds queued behind a win, refused at once: refuseQueued); keys asked
+// while it runs wait and are read together, in one statement, as soon as it
+// ends. A read therefore always starts after its request arrived (it sees
+// every commit that returned before), and nothing waits for a timer.
 
 // keyReadBatch bounds the keys of one coalesced read.
 const keyReadBatch = 256
@@ -63,6 +64,11 @@ type keyQueue struct {
 // key's answer (not stored: a cached refusal commits nothing).
 func (s *Store) refusalReplay(ctx context.Context, hotelID string, idem *berth.Idem, refusal error) (berth.Response, error) {
 	ans, err := s.readKey(ctx, hotelID, idem.Key)
+	return refusalAnswer(idem, refusal, ans, err)
+}
+
+// refusalAnswer is refusalReplay's answer from what the key read found.
+func refusalAnswer(idem *berth.Idem, refusal error, ans storedAnswer, err error) (berth.Response, error) {
 	if err != nil {
 		return berth.Response{}, classify(err)
 	}
@@ -87,7 +93,33 @@ func (s *Store) refusalReplay(ctx context.Context, hotelID string, idem *berth.I
 // readKey reads what the database holds for key of hotelID, together with
 // the other keys of the hotel asked meanwhile.
 func (s *Store) readKey(ctx context.Context, hotelID, key string) (storedAnswer, error) {
-	c := &keyCall{key: key, done: make(chan struct{})}
+	c := newKeyCall(key)
+	s.submitKeys(ctx, hotelID, []*keyCall{c})
+	return c.wait(ctx)
+}
+
+func newKeyCall(key string) *keyCall { return &keyCall{key: key, done: make(chan struct{})} }
+
+// wait returns the call's answer once its read ended, or ctx's error first:
+// the read goes on for the others, and this caller's answer is dropped.
+func (c *keyCall) wait(ctx context.Context) (storedAnswer, error) {
+	select {
+	case <-c.done:
+		return c.ans, c.err
+	case <-ctx.Done():
+		return storedAnswer{}, ctx.Err()
+	}
+}
+
+// submitKeys asks calls' keys of hotelID together: they wait for the next
+// read when one is in flight, else a read of them starts now (at most
+// keyReadBatch keys; the rest wait for the next). Holds refused together —
+// the queue behind a win (refuseQueued) — so ask once, not one first and
+// the others after it. ctx carries the trace of the read started here.
+func (s *Store) submitKeys(ctx context.Context, hotelID string, calls []*keyCall) {
+	if len(calls) == 0 {
+		return
+	}
 	s.mu.Lock()
 	q := s.keyQueues[hotelID]
 	if q == nil {
@@ -95,20 +127,15 @@ func (s *Store) readKey(ctx context.Context, hotelID, key string) (storedAnswer,
 		s.keyQueues[hotelID] = q
 	}
 	if q.running {
-		q.waiting = append(q.waiting, c)
+		q.waiting = append(q.waiting, calls...)
 		s.mu.Unlock()
-	} else {
-		q.running = true
-		s.mu.Unlock()
-		go s.readKeys(context.WithoutCancel(ctx), hotelID, []*keyCall{c})
+		return
 	}
-	select {
-	case <-c.done:
-		return c.ans, c.err
-	case <-ctx.Done():
-		// The read goes on for the others; this caller's answer is dropped.
-		return storedAnswer{}, ctx.Err()
-	}
+	q.running = true
+	n := min(len(calls), keyReadBatch)
+	q.waiting = append(q.waiting, calls[n:]...)
+	s.mu.Unlock()
+	go s.readKeys(context.WithoutCancel(ctx), hotelID, calls[:n:n])
 }
 
 // readKeys reads calls' keys in one statement, answers each, then runs the
@@ -139,6 +166,8 @@ func (s *Store) readKeysOnce(ctx context.Context, hotelID string, calls []*keyCa
 			keys = append(keys, c.key)
 		}
 	}
+	s.batch.keyReads.Add(1)
+	s.batch.keysRead.Add(int64(len(keys)))
 	found := make(map[string]storedAnswer, len(keys))
 	err := func() error {
 		rows, err := s.db.pool.Query(ctx, storedAnswersSQL, hotelID, keys)

@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"sync"
 	"testing"
@@ -318,6 +319,64 @@ func TestQueuedLosersAreRefusedByTheWin(t *testing.T) {
 	if st := s.HoldBatchStats(); stored409 != 0 || st.Batches != 0 {
 		t.Errorf("%d refusals stored by the database, %d batch transactions (%d holds batched, %d alone); want none: the win told the cache",
 			stored409, st.Batches, st.Batched, st.Alone)
+	}
+	env.AssertInventory()
+}
+
+// The holds queued behind a win that sells their nights out are refused
+// together, and their keys are read in one statement — not the first alone
+// and the others in a second one — each still answered on its own: a new
+// key 409 sold_out, the retry of a hold that won before its stored 201.
+func TestQueuedLosersReadTheirKeysInOneStatement(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := bookingtest.Start(t, bookingtest.Options{Region: "us-east"})
+	h := env.SeedHotel("", 2, 0, bookingtest.Date(1), bookingtest.Date(20))
+	s := postgres.NewStore(env.DB, "us-east", 10*time.Minute)
+	s.UseSoldOutCache(soldout.New(time.Minute, time.Now))
+	s.SetHoldBatch(postgres.DefaultHoldBatch)
+
+	// One of the night's two rooms, won before the sale.
+	early, earlyKey := holdOf(t, h, "early", 5, 1, 1), uuid.NewString()
+	won := doHold(s, early, earlyKey, "h")
+	if won.err != nil || won.status != http.StatusCreated {
+		t.Fatalf("the early hold: %+v", won)
+	}
+
+	// The night is locked, so the leader waits in its transaction and the
+	// others queue behind it; the leader then takes the last room.
+	lock := lockNight(t, env, h, 5)
+	const losers = 40
+	holds := []func() answer{func() answer { return doHold(s, holdOf(t, h, "leader", 5, 1, 1), uuid.NewString(), "h") }}
+	for i := range losers {
+		holds = append(holds, func() answer { return doHold(s, holdOf(t, h, fmt.Sprintf("l%d", i), 5, 1, 1), uuid.NewString(), "h") })
+	}
+	holds = append(holds, func() answer { return doHold(s, early, earlyKey, "h") })
+	answers := queueInOrder(t, s, h, holds)
+	before := s.HoldBatchStats()
+	if err := lock.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	out := answers()
+	after := s.HoldBatchStats()
+
+	if a := out[0]; a.err != nil || a.status != http.StatusCreated {
+		t.Errorf("the leader: %+v, want 201", a)
+	}
+	for i, a := range out[1 : 1+losers] {
+		if a.err != nil || a.status != http.StatusConflict || a.body != string(berth.CodeSoldOut) {
+			t.Errorf("loser %d: %+v, want 409 sold_out", i, a)
+		}
+	}
+	if a := out[len(out)-1]; a != won {
+		t.Errorf("the early hold retried: %+v, want its stored answer %+v", a, won)
+	}
+	reads, keys := after.KeyReads-before.KeyReads, after.KeysRead-before.KeysRead
+	if reads != 1 || keys != losers+1 {
+		t.Errorf("the queued refusals read %d keys in %d statements, want %d in 1", keys, reads, losers+1)
+	}
+	if after.Batches != before.Batches {
+		t.Errorf("%d batch transactions, want none: the win told the cache", after.Batches-before.Batches)
 	}
 	env.AssertInventory()
 }

@@ -281,6 +281,8 @@ type HoldBatchStats struct {
 	Batches, Batched, Alone, Reruns, Groups, Grouped int64
 	// The committed batches' time by phase (postgres.BatchStats).
 	Lock, Decide, Commit time.Duration
+	// The key reads of holds the sold-out cache refused: statements, keys.
+	KeyReads, KeysRead int64
 }
 
 // ObserveHoldBatches reports hot-partition batching on every scrape: batch
@@ -294,6 +296,10 @@ type HoldBatchStats struct {
 // berth_hold_batch_phase_seconds_total{phase=lock|decide|commit} sums the
 // committed batches' time by phase; divided by the batches' rate, a hot
 // room type's cycle (docs/adr/0010-hold-batching.md, "2026-12-06").
+// berth_hold_refusal_key_reads_total and berth_hold_refusal_keys_read_total
+// count the sold-out cache's refusals' key reads and the keys they read
+// (docs/adr/0008-sold-out-cache.md): keys per statement is how well a
+// flash sale's losers share them.
 func (t *Telemetry) ObserveHoldBatches(stat func() HoldBatchStats) error {
 	batches, err1 := t.meter.Int64ObservableCounter("berth.hold.batches", metric.WithUnit("{transaction}"),
 		metric.WithDescription("Hold batch transactions committed (holds of one room type decided together)."))
@@ -309,7 +315,11 @@ func (t *Telemetry) ObserveHoldBatches(stat func() HoldBatchStats) error {
 		metric.WithDescription("Holds decided in a group transaction."))
 	phase, err7 := t.meter.Float64ObservableCounter("berth.hold.batch_phase", metric.WithUnit("s"),
 		metric.WithDescription("Committed hold batches' time by phase: lock (BEGIN and the nights locked), decide (the decision and the writes built), commit (the writes and COMMIT)."))
-	if err := errors.Join(err1, err2, err3, err4, err5, err6, err7); err != nil {
+	keyReads, err8 := t.meter.Int64ObservableCounter("berth.hold.refusal_key_reads", metric.WithUnit("{statement}"),
+		metric.WithDescription("Statements reading the Idempotency-Keys of holds the sold-out cache refused (coalesced per hotel)."))
+	keysRead, err9 := t.meter.Int64ObservableCounter("berth.hold.refusal_keys_read", metric.WithUnit("{key}"),
+		metric.WithDescription("Idempotency-Keys of holds the sold-out cache refused, read by those statements."))
+	if err := errors.Join(err1, err2, err3, err4, err5, err6, err7, err8, err9); err != nil {
 		return fmt.Errorf("hold batch instruments: %w", err)
 	}
 	_, err := t.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
@@ -323,8 +333,10 @@ func (t *Telemetry) ObserveHoldBatches(stat func() HoldBatchStats) error {
 		o.ObserveFloat64(phase, s.Lock.Seconds(), t.attrs(attribute.String("phase", "lock")))
 		o.ObserveFloat64(phase, s.Decide.Seconds(), t.attrs(attribute.String("phase", "decide")))
 		o.ObserveFloat64(phase, s.Commit.Seconds(), t.attrs(attribute.String("phase", "commit")))
+		o.ObserveInt64(keyReads, s.KeyReads, t.attrs())
+		o.ObserveInt64(keysRead, s.KeysRead, t.attrs())
 		return nil
-	}, batches, batched, alone, reruns, groups, grouped, phase)
+	}, batches, batched, alone, reruns, groups, grouped, phase, keyReads, keysRead)
 	return err
 }
 
