@@ -56,14 +56,25 @@ cpu_snapshot() {
 cpu_pids="redis=$REDIS_PID,nats=$NATS_PID"
 for name in "${!PID_OF[@]}"; do cpu_pids+=",$name=${PID_OF[$name]}"; done
 
+# metric_sum name port…: the sum of a counter over the services' /metrics.
+metric_sum() {
+	local name="$1" port
+	shift
+	for port in "$@"; do
+		curl -fsS "http://127.0.0.1:$port/metrics" 2>/dev/null || true
+	done | awk -v m="$name" '$1 == m || index($1, m "{") == 1 { n += $2 } END { printf "%d\n", n }'
+}
+
 # lookups prints the placement look-ups the routers have sent to the
 # database so far (berth_router_directory_refreshes_total, summed over the
 # routers' ports, which serve their /metrics in either layout).
-lookups() {
-	local port
-	for port in $(seq "$BASE" $((BASE + 2))); do
-		curl -fsS "http://127.0.0.1:$port/metrics" 2>/dev/null || true
-	done | awk '$1 == "berth_router_directory_refreshes_total" { n += $2 } END { print n + 0 }'
+lookups() { metric_sum berth_router_directory_refreshes_total $(seq "$BASE" $((BASE + 2))); }
+
+# key_reads prints "statements keys": the booking services' reads of the
+# keys of holds the sold-out cache refused, and the keys they read.
+key_reads() {
+	local -a ports=($(seq $((BASE + 10)) $((BASE + 12))))
+	echo "$(metric_sum berth_hold_refusal_key_reads_total "${ports[@]}") $(metric_sum berth_hold_refusal_keys_read_total "${ports[@]}")"
 }
 
 n=0
@@ -91,12 +102,15 @@ for sc in "${scenarios[@]}"; do
 	esac
 	cpu_snapshot >"$WORK/cpu-before"
 	lookups_before=$(lookups)
+	read -r kr_before kk_before <<<"$(key_reads)"
 	TIMEFORMAT="%U %S"
 	{ time "$BIN/loadtest" "${args[@]}" --quiet --name "scenario-$n-$(date +%Y%m%d-%H%M%S)" >"$WORK/scenario.txt" 2>&1; } 2>"$WORK/gen-time" ||
 		{ status=1 && log "scenario $n failed its checks or SLOs"; }
 	cpu_snapshot >"$WORK/cpu-after"
 	cat "$WORK/scenario.txt"
 	log "scenario $n: placement look-ups by the routers in the database: $(($(lookups) - lookups_before))"
+	read -r kr_after kk_after <<<"$(key_reads)"
+	log "scenario $n: refused holds' key reads: $((kk_after - kk_before)) keys in $((kr_after - kr_before)) statements"
 	log "scenario $n: load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 	# Requests: the count column of the report's table of operations.
 	reqs="$(awk '$2 ~ /^[0-9]+$/ && $3 ~ /^[0-9.]+$/ && $1 ~ /^[a-z_:]+$/ { n += $2 } END { print n + 0 }' "$WORK/scenario.txt")"
