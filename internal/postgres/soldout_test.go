@@ -380,3 +380,79 @@ func TestQueuedLosersReadTheirKeysInOneStatement(t *testing.T) {
 	}
 	env.AssertInventory()
 }
+
+// A read of refused holds' keys that follows another of the same hotel
+// lingers for the keys asked meanwhile (keyReadLinger): under a stream of
+// refusals, the keys that arrive while the next read waits join it rather
+// than each waiting for a read of their own after it. Here the first
+// refusal's read is held in flight (the key table locked), five more queue
+// behind it, and five arrive while the next read lingers: 11 keys in 2
+// statements, every refusal 409 sold_out.
+func TestRefusalsThatKeepComingJoinTheLingeringRead(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := bookingtest.Start(t, bookingtest.Options{Region: "us-east"})
+	h := env.SeedHotel("", 1, 0, bookingtest.Date(1), bookingtest.Date(5))
+	s := postgres.NewStore(env.DB, "us-east", 10*time.Minute)
+	s.UseSoldOutCache(soldout.New(time.Minute, time.Now))
+	lingering, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	s.SetKeyReadPauseForTest(func() {
+		once.Do(func() { lingering <- struct{}{}; <-release })
+	})
+	req := func(guest string) reservation.HoldRequest { return holdOf(t, h, guest, 2, 1, 1) }
+	if a := doHold(s, req("winner"), uuid.NewString(), "h"); a.status != http.StatusCreated {
+		t.Fatalf("the winner: %+v", a)
+	}
+	if a := doHold(s, req("first loser"), uuid.NewString(), "h"); a.status != http.StatusConflict {
+		t.Fatalf("the first loser: %+v", a) // the database's refusal, now in the cache
+	}
+	before := s.HoldBatchStats()
+
+	lock, err := dbtest.SQL(env.DB).Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lock.Rollback(ctx) })
+	if _, err := lock.Exec(ctx, `LOCK TABLE idempotency_keys IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	answers := make(chan answer, 11)
+	refuse := func(n int) {
+		for range n {
+			go func() { answers <- doHold(s, req("g-"+uuid.NewString()), uuid.NewString(), "h") }()
+		}
+	}
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !ok(); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+		}
+	}
+	refuse(1)
+	waitFor("the first read in flight", func() bool { return s.WaitingKeysForTest(h.ID) == 0 })
+	refuse(5)
+	waitFor("five keys queued behind it", func() bool { return s.WaitingKeysForTest(h.ID) == 5 })
+	if err := lock.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select { // the five are taken for the next read, which lingers
+	case <-lingering:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the read after the first did not linger")
+	}
+	refuse(5)
+	waitFor("five keys asked while it lingers", func() bool { return s.WaitingKeysForTest(h.ID) == 5 })
+	close(release)
+	for range 11 {
+		if a := <-answers; a.err != nil || a.status != http.StatusConflict || a.body != string(berth.CodeSoldOut) {
+			t.Errorf("a refusal: %+v, want 409 sold_out", a)
+		}
+	}
+	after := s.HoldBatchStats()
+	if reads, keys := after.KeyReads-before.KeyReads, after.KeysRead-before.KeysRead; reads != 2 || keys != 11 {
+		t.Errorf("%d keys read in %d statements, want 11 in 2 (the first alone, then the ten together)", keys, reads)
+	}
+}

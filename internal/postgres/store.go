@@ -46,6 +46,8 @@ type Store struct {
 	// keyQueues are the coalesced key reads of refused holds, by hotel
 	// (key_reads.go).
 	keyQueues map[string]*keyQueue
+	// keyReadPause replaces keyReadLinger's sleep in a test.
+	keyReadPause func()
 }
 
 // NewStore returns a store that writes for region.
