@@ -18,7 +18,10 @@
 #   - for flash-sale and clinic-opening, the report's own CPU table of the
 #     same processes over the burst alone (--cpu-pids, --cpu-postgres): the
 #     scenario's table also holds its seeding, its audit and the
-#     generator's start.
+#     generator's start;
+#   - the placement look-ups the routers sent to the database, and the
+#     booking services' reads of the keys of holds the sold-out cache
+#     refused (keys and statements: how well a sale's losers share them).
 #
 # The scenarios run on one platform, so the first meets cold connection
 # pools and caches and the later ones warm ones: compare like with like.
