@@ -46,12 +46,8 @@ NAME="${NAME:-platform}"
 BASE="${PORT_BASE:-19100}"
 LAYOUT="${LAYOUT:-together}"
 WARM_CONNS="${BERTH_DB_WARM_CONNS:-32}"
-# The services' and NATS's GODEBUG addition, as deploy/local/stack.sh's
-# SERVICE_GODEBUG (the reason is there); empty for Go's defaults. The load
-# generator runs without it.
-SERVICE_GODEBUG="${BERTH_SERVICE_GODEBUG-schedtrace=2147483647}"
-SERVICE_ENV=()
-[[ -z "$SERVICE_GODEBUG" ]] || SERVICE_ENV=(GODEBUG="${GODEBUG:+$GODEBUG,}$SERVICE_GODEBUG")
+# shellcheck source=service-env.sh
+source "$ROOT/deploy/local/service-env.sh" # SERVICE_ENV: the services' and NATS's GODEBUG (not the load generator's)
 REGIONS=(us-east eu-west ap-south)
 
 log() { printf '\033[1m[%s]\033[0m %s\n' "$NAME" "$*" >&2; }

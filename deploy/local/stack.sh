@@ -26,17 +26,8 @@ REDIS_PORT="${BERTH_REDIS_PORT:-56379}"
 # first of a colon-separated list to the processes it starts, and pg_ctl
 # starts the server through a shell.
 PG_MALLOC_TUNABLES="${BERTH_PG_MALLOC_TUNABLES-glibc.malloc.trim_threshold=8388608}"
-# A GODEBUG setting for the Go processes this stack starts (the services and
-# NATS; not the tests); empty for Go's defaults. schedtrace at its largest
-# value (2^31-1 ms, 24.8 days) is there for its side effect: Go's sysmon thread
-# never enters its deep sleep, so the next system call of a process that was
-# idle for a moment does not wake it into polling every 20 µs again; it settles
-# at one wake-up per 10 ms instead (golang/go#18236). On the 2-core guests these
-# figures come from, where every nanosleep is a context switch, that polling was
-# 4.5 % of the machine in the booking services alone (docs/PERFORMANCE.md, "Go's
-# sysmon kept awake"). The trace prints a line only every 24.8 days of the
-# machine's monotonic clock: on a machine up longer than that, one line at start.
-SERVICE_GODEBUG="${BERTH_SERVICE_GODEBUG-schedtrace=2147483647}"
+# shellcheck source=service-env.sh
+source "$ROOT/deploy/local/service-env.sh" # SERVICE_ENV: the services' and NATS's GODEBUG
 NATS_PORT="${BERTH_NATS_PORT:-54222}"
 NATS_HTTP_PORT="${BERTH_NATS_HTTP_PORT:-58222}"
 NATS_VERSION="v2.15.2"
@@ -177,15 +168,6 @@ start_redis() {
 	wait_port "$REDIS_PORT" redis
 }
 
-# with_godebug command…: the command with SERVICE_GODEBUG added to GODEBUG.
-with_godebug() {
-	if [[ -n "$SERVICE_GODEBUG" ]]; then
-		GODEBUG="${GODEBUG:+$GODEBUG,}$SERVICE_GODEBUG" "$@"
-	else
-		"$@"
-	fi
-}
-
 start_nats() {
 	if port_open "$NATS_PORT"; then log "nats already on :$NATS_PORT"; return; fi
 	if [[ ! -x "$BIN/nats-server" ]] || ! "$BIN/nats-server" --version 2>/dev/null | grep -q "${NATS_VERSION#v}"; then
@@ -194,7 +176,7 @@ start_nats() {
 	fi
 	mkdir -p "$LOCAL/nats"
 	log "starting nats (JetStream) on :$NATS_PORT"
-	with_godebug "$BIN/nats-server" -js -a 127.0.0.1 -p "$NATS_PORT" -m "$NATS_HTTP_PORT" -sd "$LOCAL/nats" \
+	env "${SERVICE_ENV[@]}" "$BIN/nats-server" -js -a 127.0.0.1 -p "$NATS_PORT" -m "$NATS_HTTP_PORT" -sd "$LOCAL/nats" \
 		-P "$RUN/nats.pid" >"$LOGS/nats.log" 2>&1 </dev/null &
 	wait_port "$NATS_PORT" nats
 }
@@ -294,7 +276,7 @@ start_service() { # name port args...
 	(
 		set +u
 		source "$LOCAL/env"
-		with_godebug exec "$@"
+		exec env "${SERVICE_ENV[@]}" "$@"
 	) >>"$LOGS/$name.log" 2>&1 </dev/null &
 	echo $! >"$RUN/$name.pid"
 }

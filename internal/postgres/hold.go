@@ -402,18 +402,31 @@ func (s *Store) refuseKnownSoldOut(ctx context.Context, req reservation.HoldRequ
 }
 
 // refuseShort refuses a hold whose nights short the cache knows to lack
-// the rooms, as refuseKnownSoldOut does; own is how many of the running
-// holds with this key are the caller itself (a queued hold counts itself).
+// the rooms, as refuseKnownSoldOut does (refusalOf; ok false: the hold goes
+// on to the database).
 func (s *Store) refuseShort(ctx context.Context, req reservation.HoldRequest, idem *berth.Idem, short []string, own int) (berth.Response, bool, error) {
-	refusal := soldOutError(req.Stay, req.Quantity, short)
-	if idem == nil {
-		return berth.Response{}, true, refusal
-	}
-	if s.holdsRunning(req.HotelID, idem.Key) > own {
+	refusal, ok := s.refusalOf(req, idem, short, own)
+	switch {
+	case !ok:
 		return berth.Response{}, false, nil
+	case idem == nil:
+		return berth.Response{}, true, refusal
 	}
 	resp, err := s.refusalReplay(ctx, req.HotelID, idem, refusal)
 	return resp, true, err
+}
+
+// refusalOf is the cache's refusal of a hold whose nights short lack the
+// rooms — final without a key, else to be rendered as the key's answer
+// unless the key has one (refusalReplay) — or ok false when another hold
+// with its key runs in this process: the database, which waits for it,
+// answers. own is how many of the running holds with this key are the
+// caller itself (a queued hold counts itself).
+func (s *Store) refusalOf(req reservation.HoldRequest, idem *berth.Idem, short []string, own int) (refusal error, ok bool) {
+	if idem != nil && s.holdsRunning(req.HotelID, idem.Key) > own {
+		return nil, false
+	}
+	return soldOutError(req.Stay, req.Quantity, short), true
 }
 
 func nightsOf(stay reservation.Stay) []string {

@@ -422,16 +422,14 @@ func (s *Store) refuseQueued(calls []*holdCall) []*holdCall {
 		if len(short) == 0 {
 			continue
 		}
-		refusal := soldOutError(c.req.Stay, c.req.Quantity, short)
+		// Hold counted this call among the running holds of its key.
+		refusal, ok := s.refusalOf(c.req, c.idem, short, 1)
+		if !ok {
+			continue // on to the batch
+		}
 		if c.idem == nil {
 			refused[i] = true
 			c.finish(berth.Response{}, refusal)
-			continue
-		}
-		// Hold counted this call among the running holds of its key: another
-		// one running with it goes on to the batch, whose transaction waits
-		// for it (refuseShort).
-		if s.holdsRunning(c.req.HotelID, c.idem.Key) > 1 {
 			continue
 		}
 		read := newKeyCall(c.idem.Key)

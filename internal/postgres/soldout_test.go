@@ -188,11 +188,8 @@ func TestFreedRoomsAreBookableDespiteTheSoldOutCache(t *testing.T) {
 func TestCachedRefusalsReadTheirKeysTogether(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	env := bookingtest.Start(t, bookingtest.Options{Region: "us-east"})
 	const rooms = 8
-	h := env.SeedHotel("", rooms, 0, bookingtest.Date(1), bookingtest.Date(5))
-	s := postgres.NewStore(env.DB, "us-east", 10*time.Minute)
-	s.UseSoldOutCache(soldout.New(time.Minute, time.Now))
+	env, h, s := soldOutStore(t, rooms, 5)
 	in, _ := reservation.ParseDate(bookingtest.Date(2))
 	stay := reservation.Stay{CheckIn: in, CheckOut: in.AddDays(1)}
 	hold := func(key, hash string) (berth.Response, error) {
@@ -272,10 +269,7 @@ func TestCachedRefusalsReadTheirKeysTogether(t *testing.T) {
 func TestQueuedLosersAreRefusedByTheWin(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	env := bookingtest.Start(t, bookingtest.Options{Region: "us-east"})
-	h := env.SeedHotel("", 1, 0, bookingtest.Date(1), bookingtest.Date(5))
-	s := postgres.NewStore(env.DB, "us-east", 10*time.Minute)
-	s.UseSoldOutCache(soldout.New(time.Minute, time.Now))
+	env, h, s := soldOutStore(t, 1, 5)
 	s.SetHoldBatch(postgres.DefaultHoldBatch)
 	in, _ := reservation.ParseDate(bookingtest.Date(2))
 	stay := reservation.Stay{CheckIn: in, CheckOut: in.AddDays(2)}
@@ -330,10 +324,7 @@ func TestQueuedLosersAreRefusedByTheWin(t *testing.T) {
 func TestQueuedLosersReadTheirKeysInOneStatement(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	env := bookingtest.Start(t, bookingtest.Options{Region: "us-east"})
-	h := env.SeedHotel("", 2, 0, bookingtest.Date(1), bookingtest.Date(20))
-	s := postgres.NewStore(env.DB, "us-east", 10*time.Minute)
-	s.UseSoldOutCache(soldout.New(time.Minute, time.Now))
+	env, h, s := soldOutStore(t, 2, 20)
 	s.SetHoldBatch(postgres.DefaultHoldBatch)
 
 	// One of the night's two rooms, won before the sale.
@@ -391,10 +382,7 @@ func TestQueuedLosersReadTheirKeysInOneStatement(t *testing.T) {
 func TestRefusalsThatKeepComingJoinTheLingeringRead(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	env := bookingtest.Start(t, bookingtest.Options{Region: "us-east"})
-	h := env.SeedHotel("", 1, 0, bookingtest.Date(1), bookingtest.Date(5))
-	s := postgres.NewStore(env.DB, "us-east", 10*time.Minute)
-	s.UseSoldOutCache(soldout.New(time.Minute, time.Now))
+	env, h, s := soldOutStore(t, 1, 5)
 	lingering, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	s.SetKeyReadPauseForTest(func() {
@@ -455,4 +443,15 @@ func TestRefusalsThatKeepComingJoinTheLingeringRead(t *testing.T) {
 	if reads, keys := after.KeyReads-before.KeyReads, after.KeysRead-before.KeysRead; reads != 2 || keys != 11 {
 		t.Errorf("%d keys read in %d statements, want 11 in 2 (the first alone, then the ten together)", keys, reads)
 	}
+}
+
+// soldOutStore starts a database holding one hotel of rooms rooms a night,
+// from day 1 to day last, and a store of it with a sold-out cache.
+func soldOutStore(t *testing.T, rooms, last int) (*bookingtest.Env, bookingtest.Hotel, *postgres.Store) {
+	t.Helper()
+	env := bookingtest.Start(t, bookingtest.Options{Region: "us-east"})
+	h := env.SeedHotel("", rooms, 0, bookingtest.Date(1), bookingtest.Date(last))
+	s := postgres.NewStore(env.DB, "us-east", 10*time.Minute)
+	s.UseSoldOutCache(soldout.New(time.Minute, time.Now))
+	return env, h, s
 }
