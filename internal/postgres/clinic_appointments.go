@@ -77,9 +77,11 @@ func lockGuestDays(ctx context.Context, tx pgx.Tx, clinicID, region, doctorID, g
 const countsSQL = `(a.status = 'confirmed' OR (a.status = 'held' AND a.hold_expires_at >= now()))`
 
 // liveElsewhereSQL counts the guest's other appointments with the doctor
-// on a day that count (a booking, or a hold that has not lapsed).
+// on a day that count (a booking, or a hold that has not lapsed), found by
+// the guest's key (countClinicGuestSQL says why).
 const liveElsewhereSQL = `SELECT count(*) FROM appointments AS a
-	WHERE a.clinic_id = $1 AND a.doctor_id = $2 AND a.guest_id = $3 AND a.local_date = $4 AND a.appointment_id::TEXT <> $5
+	WHERE (a.clinic_id::TEXT || a.guest_id) = ($1::UUID::TEXT || $3::TEXT) AND a.status IN ('held', 'confirmed')
+	  AND a.doctor_id = $2 AND a.local_date = $4 AND a.appointment_id::TEXT <> $5
 	  AND ` + countsSQL
 
 // liveElsewhere reports whether the guest has another live appointment (a

@@ -11,3 +11,10 @@ const CountsSQLForTest = countsSQL
 // OccupiesSQLForTest is the audit's condition over an appointment row a
 // with status.
 const OccupiesSQLForTest = occupiesSQL
+
+// The per-guest counts of an appointment hold (guest_holds.go,
+// clinic_appointments.go).
+const (
+	CountClinicGuestSQLForTest = countClinicGuestSQL
+	LiveElsewhereSQLForTest    = liveElsewhereSQL
+)

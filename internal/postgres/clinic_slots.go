@@ -320,7 +320,8 @@ func scanTakeSlot(row pgx.Row, slotID string) (took, bool, error) {
 
 // takeFirstSQL is takeSlotSQL for a window: in one statement it picks the
 // first takeable slot of the doctor starting in [$3, $4), on a day the
-// guest ($5) has no appointment with the doctor that counts, and takes it.
+// guest ($5) has no appointment with the doctor that counts (found by the
+// guest's key, as countClinicGuestSQL finds them), and takes it.
 // FOR UPDATE SKIP LOCKED makes concurrent requests pick different slots
 // instead of queueing on the same one; a slot changed by a transaction
 // that committed after this statement began is re-checked under its lock
@@ -336,8 +337,8 @@ WITH pick AS (
     WHERE s.clinic_id = $1 AND s.doctor_id = $2 AND s.starts_at >= $3 AND s.starts_at < $4
       AND s.starts_at > now() AND ` + takeableSQL + `
       AND NOT EXISTS (SELECT 1 FROM appointments a
-          WHERE a.clinic_id = s.clinic_id AND a.doctor_id = s.doctor_id AND a.guest_id = $5
-            AND a.local_date = s.local_date AND ` + countsSQL + `)
+          WHERE (a.clinic_id::TEXT || a.guest_id) = (s.clinic_id::TEXT || $5::TEXT) AND a.status IN ('held', 'confirmed')
+            AND a.doctor_id = s.doctor_id AND a.local_date = s.local_date AND ` + countsSQL + `)
     ORDER BY s.starts_at LIMIT 1
     FOR UPDATE OF s SKIP LOCKED
 )

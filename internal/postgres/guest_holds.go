@@ -102,10 +102,21 @@ const lockClinicGuestSQL = `INSERT INTO clinic_guests (clinic_id, guest_id, home
 
 // countClinicGuestSQL counts a guest's live appointments of a clinic: held
 // and not lapsed, or confirmed and not yet over; the first count is of the
-// held ones.
+// held ones. It finds them by guestKeySQL.
 const countClinicGuestSQL = `SELECT count(*) FILTER (WHERE status = 'held'), count(*) FROM appointments
-		WHERE clinic_id = $1 AND guest_id = $2 AND ends_at > now()
+		WHERE (clinic_id::TEXT || guest_id) = ($1::UUID::TEXT || $2::TEXT) AND status IN ('held', 'confirmed') AND ends_at > now()
 		  AND (status = 'confirmed' OR (status = 'held' AND hold_expires_at >= now()))`
+
+// A guest's live appointments of a clinic are found by the key of
+// appointments_live_guest_idx (schema/00920): (clinic_id::TEXT || guest_id)
+// with status IN ('held', 'confirmed'), which is clinic_id and guest_id
+// equal (a clinic id as text has a fixed length). Written as the key, the
+// condition matches that index and no other, so even a generic plan made
+// while the table was nearly empty — a new deployment's first opening — uses
+// it: with clinic_id = $1 AND guest_id = $2 the planner found every index
+// on clinic_id as cheap on a small table and kept whichever it met first,
+// which then scanned the clinic's live appointments on every hold
+// (docs/PERFORMANCE.md, "A guest's count by a key of its own").
 
 // checkClinicGuest enforces the per-guest limits of a clinic before a hold
 // (isHold: the appointment will be held for prepayment; otherwise it is
