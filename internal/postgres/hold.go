@@ -392,20 +392,14 @@ func (s *Store) refuseHold(ctx context.Context, tx pgx.Tx, req reservation.HoldR
 // refuseKnownSoldOut answers a hold from the sold-out cache when it knows a
 // night of the stay lacks the rooms (ok); otherwise the hold goes on to the
 // database. A key with a stored answer is replayed instead; a key of a hold
-// still running in this process goes to the database, which waits for it.
+// still running in this process goes to the database, which waits for it
+// (refusalOf).
 func (s *Store) refuseKnownSoldOut(ctx context.Context, req reservation.HoldRequest, idem *berth.Idem) (berth.Response, bool, error) {
 	short := s.soldOut.Refuses(req.HotelID, req.RoomTypeID, nightsOf(req.Stay), req.Quantity)
 	if len(short) == 0 {
 		return berth.Response{}, false, nil
 	}
-	return s.refuseShort(ctx, req, idem, short, 0)
-}
-
-// refuseShort refuses a hold whose nights short the cache knows to lack
-// the rooms, as refuseKnownSoldOut does (refusalOf; ok false: the hold goes
-// on to the database).
-func (s *Store) refuseShort(ctx context.Context, req reservation.HoldRequest, idem *berth.Idem, short []string, own int) (berth.Response, bool, error) {
-	refusal, ok := s.refusalOf(req, idem, short, own)
+	refusal, ok := s.refusalOf(req, idem, short, 0)
 	switch {
 	case !ok:
 		return berth.Response{}, false, nil

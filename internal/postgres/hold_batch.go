@@ -397,7 +397,7 @@ func (s *Store) holdBatch(ctx context.Context, calls []*holdCall, exact bool) (b
 // refuseQueued answers the queued holds the sold-out cache now refuses —
 // the transaction they waited for sold their nights out, or refused a
 // batch-mate for them — as a hold arriving now would be answered
-// (refuseShort: its key still read), and returns the others in order. Their
+// (refuseKnownSoldOut: its key still read), and returns the others in order. Their
 // keys are asked together, so they are read in one statement (key_reads.go)
 // rather than the first alone and the others after it. Without it a flash
 // sale's first losers, queued behind the winner before anything was known,

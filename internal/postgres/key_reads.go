@@ -158,23 +158,26 @@ func (s *Store) readKeys(ctx context.Context, hotelID string, calls []*keyCall) 
 		if next && len(calls) < keyReadBatch {
 			s.lingerForKeys()
 			s.mu.Lock()
-			q := s.keyQueues[hotelID]
-			k := min(len(q.waiting), keyReadBatch-len(calls))
-			calls = append(calls, q.waiting[:k]...)
-			q.waiting = q.waiting[k:]
+			calls = append(calls, s.keyQueues[hotelID].take(keyReadBatch-len(calls))...)
 			s.mu.Unlock()
 		}
 		s.readKeysOnce(ctx, hotelID, calls)
 		s.mu.Lock()
-		q := s.keyQueues[hotelID]
-		n := min(len(q.waiting), keyReadBatch)
-		calls = q.waiting[:n:n]
-		q.waiting = q.waiting[n:]
+		calls = s.keyQueues[hotelID].take(keyReadBatch)
 		if len(calls) == 0 {
 			delete(s.keyQueues, hotelID)
 		}
 		s.mu.Unlock()
 	}
+}
+
+// take removes and returns up to n of the calls waiting, first come first
+// (s.mu held).
+func (q *keyQueue) take(n int) []*keyCall {
+	n = min(n, len(q.waiting))
+	calls := q.waiting[:n:n]
+	q.waiting = q.waiting[n:]
+	return calls
 }
 
 // lingerForKeys is the pause before a next read (keyReadLinger; a test sets
