@@ -87,6 +87,8 @@ func flashSaleCmd() *cobra.Command {
 	cmd.Flags().IntVar(&o.Clients, "clients", 1000, "N: clients racing")
 	cmd.Flags().IntVar(&o.Rooms, "rooms", 1, "K: rooms left")
 	cmd.Flags().StringVar(&o.Region, "home-region", "", "home region of the hotel (default: the first region)")
+	cmd.Flags().DurationVar(&o.Settle, "settle", scenario.DefaultSettle,
+		"open the sale only once the hotel's setup has been relayed to every region, and this long after, as a real sale opens on a hotel set up beforehand (0: the moment the setup returns)")
 	cmd.Flags().BoolVar(&o.Connected, "connected", false,
 		"clients are on the sale's page when it opens: each region's clients (up to --workers) load the room's availability first, and their holds re-use those connections")
 	rc.register(cmd, "the sale")

@@ -45,6 +45,9 @@ type ClinicOpening struct {
 	// prefixed with the model ("shipped:hold"), so one report holds the
 	// before and the after. Empty: PatientModels.
 	Models []string
+	// Settle: how long the opening waits, once its clinic's setup has been
+	// relayed, before it opens (FlashSale.Settle).
+	Settle time.Duration
 	// Connected: every patient is on the booking page when the day opens,
 	// having loaded the first doctor's slots over a kept-alive connection
 	// that its hold then re-uses (FlashSale.Connected).
@@ -164,6 +167,9 @@ func (e *Env) RunClinicOpening(ctx context.Context, o ClinicOpening) (*report.Re
 		e.logf("clinic-opening: %s patients: clinic %s, %d doctors, %d slots on %s, %d patients",
 			model, cl.id, len(cl.doctors), cl.total, date.Format(time.DateOnly), o.Patients)
 		ledger.Touch("clinic", cl.id)
+		if err := e.openAfterSetup(ctx, r, model+"_", o.Settle, cl.id); err != nil {
+			return nil, err
+		}
 		if o.Connected {
 			start := time.Now()
 			page := "/v1/clinics/" + cl.id + "/doctors/" + cl.doctors[0] + "/slots?date=" + date.Format(time.DateOnly)

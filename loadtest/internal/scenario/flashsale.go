@@ -22,6 +22,10 @@ type FlashSale struct {
 	Rooms   int    // K
 	Region  string // home region of the hotel ("" = first)
 	Load    Load   // Rate and Workers; MaxIterations is Clients
+	// Settle: how long the sale waits, once its hotel's setup has been
+	// relayed, before it opens (openAfterSetup); 0 opens it the moment the
+	// setup returns.
+	Settle time.Duration
 	// Connected: every client is on the sale's page when the sale opens,
 	// having loaded the room's availability over a kept-alive connection
 	// that its Book then re-uses, as a browser re-uses the page's. Without
@@ -73,6 +77,9 @@ func (e *Env) RunFlashSale(ctx context.Context, o FlashSale) (*report.Report, er
 			return nil, fmt.Errorf("encode a hold: %w", err)
 		}
 		clients[i] = ready{guest: guest, token: e.Client.Guest(guest), body: body}
+	}
+	if err := e.openAfterSetup(ctx, r, "", o.Settle, h.ID); err != nil {
+		return nil, err
 	}
 	if o.Connected {
 		start := time.Now()

@@ -1,0 +1,110 @@
+package scenario
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/berthhq/berth/loadtest/internal/report"
+)
+
+// unsentOf counts the unsent outbox events of a partition.
+func unsentOf(t *testing.T, e *Env, partition string) int64 {
+	t.Helper()
+	var n int64
+	if err := e.DB.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE partition_id = $1::UUID AND sent_at IS NULL`,
+		partition).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// A rush opens only once its setup's events have left the outbox: the test
+// server has no relay, so the hotel's events stay unsent until the test
+// marks them sent as a relay would, and the opening waits for that.
+func TestRushOpensOnceItsSetupIsRelayed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end")
+	}
+	e := startEnv(t)
+	ctx := context.Background()
+	h, err := e.CreateHotel(ctx, 0, "us-east", 1, 1, day(45), day(46))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := unsentOf(t, e, h.ID); n == 0 {
+		t.Fatal("the setup left no unsent event: nothing to wait for")
+	}
+	defer func(stall time.Duration) { settleStall = stall }(settleStall)
+	settleStall = time.Minute // the relay is the test, below
+
+	r := &report.Report{Figures: map[string]float64{}}
+	done := make(chan error, 1)
+	go func() { done <- e.openAfterSetup(ctx, r, "", 10*time.Millisecond, h.ID) }()
+	select {
+	case err := <-done:
+		t.Fatalf("opened with the setup unsent (err %v)", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	if _, err := e.DB.Exec(ctx, `UPDATE outbox SET sent_at = now() WHERE partition_id = $1::UUID`, h.ID); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("still waiting 30 s after the setup was relayed")
+	}
+	if _, ok := r.Figures["setup_relayed_ms"]; !ok {
+		t.Errorf("no setup_relayed_ms figure: %v", r.Figures)
+	}
+	if r.Figures["settle_ms"] < r.Figures["setup_relayed_ms"] {
+		t.Errorf("settle_ms %v < setup_relayed_ms %v: the grace was not waited", r.Figures["settle_ms"], r.Figures["setup_relayed_ms"])
+	}
+	if len(r.Notes) > 0 {
+		t.Errorf("notes %q, want none", r.Notes)
+	}
+}
+
+// Without a relay draining the setup the rush still opens, once the count
+// has stopped falling, and the report says what was left unsent; a settle
+// of 0 opens at once and waits for nothing.
+func TestRushOpensWithoutARelay(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end")
+	}
+	e := startEnv(t)
+	ctx := context.Background()
+	h, err := e.CreateHotel(ctx, 0, "us-east", 1, 1, day(45), day(46))
+	if err != nil {
+		t.Fatal(err)
+	}
+	unsent := unsentOf(t, e, h.ID)
+	if unsent == 0 {
+		t.Fatal("the setup left no unsent event: nothing to wait for")
+	}
+
+	r := &report.Report{Figures: map[string]float64{}}
+	if err := e.openAfterSetup(ctx, r, "", 0, h.ID); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Figures) != 0 || len(r.Notes) != 0 {
+		t.Errorf("a settle of 0 waited: figures %v, notes %q", r.Figures, r.Notes)
+	}
+
+	defer func(stall time.Duration) { settleStall = stall }(settleStall)
+	settleStall = 200 * time.Millisecond
+	if err := e.openAfterSetup(ctx, r, "shipped_", time.Millisecond, h.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := r.Figures["shipped_settle_ms"]; !ok {
+		t.Errorf("no shipped_settle_ms figure: %v", r.Figures)
+	}
+	if len(r.Notes) != 1 || !strings.HasPrefix(r.Notes[0], strconv.FormatInt(unsent, 10)+" event(s) of the setup were still unsent") {
+		t.Errorf("notes %q, want one naming the %d unsent events", r.Notes, unsent)
+	}
+}
