@@ -112,11 +112,9 @@ func clinicOpeningCmd() *cobra.Command {
 				"patient models to run, each on a clinic of its own, in order (the last keeps the plain op names): "+
 					"shipped = a slot of the first hour, then the first alternative offered; "+
 					"window = one hold of any slot of the day, the earliest free first")
-			cmd.Flags().DurationVar(&o.Settle, "settle", scenario.DefaultSettle,
-				"open each opening only once its clinic's setup has been relayed to every region, and this long after, as a real opening sells slots set up beforehand (0: the moment the setup returns)")
 			cmd.Flags().BoolVar(&o.Connected, "connected", false,
 				"patients are on the booking page when the day opens: each region's patients (up to --workers) load the first doctor's slots first, and their holds re-use those connections")
-			rc.register(cmd, "each opening")
+			rc.register(cmd, "each opening", &o.Settle)
 		},
 		func(cmd *cobra.Command, e *scenario.Env, l scenario.Load) (*report.Report, error) {
 			o.Load = l

@@ -87,27 +87,31 @@ func flashSaleCmd() *cobra.Command {
 	cmd.Flags().IntVar(&o.Clients, "clients", 1000, "N: clients racing")
 	cmd.Flags().IntVar(&o.Rooms, "rooms", 1, "K: rooms left")
 	cmd.Flags().StringVar(&o.Region, "home-region", "", "home region of the hotel (default: the first region)")
-	cmd.Flags().DurationVar(&o.Settle, "settle", scenario.DefaultSettle,
-		"open the sale only once the hotel's setup has been relayed to every region, and this long after, as a real sale opens on a hotel set up beforehand (0: the moment the setup returns)")
 	cmd.Flags().BoolVar(&o.Connected, "connected", false,
 		"clients are on the sale's page when it opens: each region's clients (up to --workers) load the room's availability first, and their holds re-use those connections")
-	rc.register(cmd, "the sale")
+	rc.register(cmd, "the sale", &o.Settle)
 	return cmd
 }
 
-// rushCPU is the CPU accounting of a rush scenario's burst (flash-sale,
-// clinic-opening): --cpu-pids and --cpu-postgres as baseline's, checked
-// before the command reaches for the platform.
+// rushCPU is what the rush scenarios (flash-sale, clinic-opening) share:
+// the CPU accounting of their burst (--cpu-pids and --cpu-postgres as
+// baseline's) and --settle, checked before the command reaches for the
+// platform.
 type rushCPU struct {
 	pids     string
 	postgres bool
 	procs    []cpu.Proc
 }
 
-func (rc *rushCPU) register(cmd *cobra.Command, burst string) {
+func (rc *rushCPU) register(cmd *cobra.Command, burst string, settle *time.Duration) {
+	cmd.Flags().DurationVar(settle, "settle", scenario.DefaultSettle, "open "+burst+" only once its setup has been relayed to every region, "+
+		"and this long after, as a real rush sells what was set up beforehand (0: the moment the setup returns)")
 	cmd.Flags().StringVar(&rc.pids, "cpu-pids", "", "name=pid,… of the platform's processes: the report gives their CPU during "+burst+" alone, per request (with the generator's)")
 	cmd.Flags().BoolVar(&rc.postgres, "cpu-postgres", false, "also account the PostgreSQL backends connected to the database (the server must be on this machine)")
 	cmd.PreRunE = func(*cobra.Command, []string) error {
+		if err := scenario.CheckSettle(*settle); err != nil {
+			return err
+		}
 		procs, err := cpu.ParseProcs(rc.pids)
 		if err != nil {
 			return fmt.Errorf("--cpu-pids: %w", err)

@@ -299,19 +299,9 @@ func (e *Env) settle(ctx context.Context) {
 		return
 	}
 	start := time.Now()
-	deadline := start.Add(time.Minute)
-	var unsent int64
-	least, moved := int64(-1), start
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		if err := e.DB.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE sent_at IS NULL`).Scan(&unsent); err != nil || unsent == 0 {
-			break
-		}
-		if least < 0 || unsent < least {
-			least, moved = unsent, time.Now()
-		} else if time.Since(moved) > 3*time.Second {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
+	unsent, _, err := e.awaitRelayed(ctx, nil)
+	if err != nil {
+		e.logf("baseline: reading the outbox: %v", err)
 	}
 	// Consumers trail the relay by moments; give them those.
 	time.Sleep(3 * time.Second)

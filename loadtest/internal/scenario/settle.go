@@ -21,6 +21,14 @@ var (
 	settleStall = 3 * time.Second
 )
 
+// CheckSettle refuses a negative --settle.
+func CheckSettle(d time.Duration) error {
+	if d < 0 {
+		return fmt.Errorf("--settle %s: want 0 or more", d)
+	}
+	return nil
+}
+
 // openAfterSetup waits, before a rush opens, until the events of its setup
 // — the hotel or clinic the scenario has just created, its room types,
 // inventory, doctors and slots, on partitions — have left the outbox, that
@@ -63,15 +71,18 @@ func (e *Env) openAfterSetup(ctx context.Context, r *report.Report, prefix strin
 	return nil
 }
 
-// awaitRelayed polls the outbox until no event of partitions is unsent
-// (drained), the count has stopped falling for settleStall, or a minute has
-// passed; unsent is the last count read.
+// awaitRelayed polls the outbox until no event of partitions (none given:
+// of any partition) is unsent (drained), the count has stopped falling for
+// settleStall, or a minute has passed; unsent is the last count read.
 func (e *Env) awaitRelayed(ctx context.Context, partitions []string) (unsent int64, drained bool, err error) {
+	query, args := `SELECT count(*) FROM outbox WHERE sent_at IS NULL`, []any(nil)
+	if len(partitions) > 0 {
+		query, args = `SELECT count(*) FROM outbox WHERE partition_id = ANY($1::TEXT[]::UUID[]) AND sent_at IS NULL`, []any{partitions}
+	}
 	deadline := time.Now().Add(time.Minute)
 	least, moved := int64(-1), time.Now()
 	for {
-		if err := e.DB.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE partition_id = ANY($1::TEXT[]::UUID[]) AND sent_at IS NULL`,
-			partitions).Scan(&unsent); err != nil {
+		if err := e.DB.QueryRow(ctx, query, args...).Scan(&unsent); err != nil {
 			return 0, false, err
 		}
 		switch {

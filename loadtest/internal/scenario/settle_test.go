@@ -10,45 +10,47 @@ import (
 	"github.com/berthhq/berth/loadtest/internal/report"
 )
 
-// unsentOf counts the unsent outbox events of a partition.
-func unsentOf(t *testing.T, e *Env, partition string) int64 {
+// hotelWithUnsentSetup creates a hotel on the test server, which has no
+// relay, and returns it with the count of its setup's events left unsent.
+func hotelWithUnsentSetup(t *testing.T) (*Env, string, int64) {
 	t.Helper()
-	var n int64
-	if err := e.DB.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE partition_id = $1::UUID AND sent_at IS NULL`,
-		partition).Scan(&n); err != nil {
+	if testing.Short() {
+		t.Skip("end to end")
+	}
+	e := startEnv(t)
+	h, err := e.CreateHotel(context.Background(), 0, "us-east", 1, 1, day(45), day(46))
+	if err != nil {
 		t.Fatal(err)
 	}
-	return n
+	var n int64
+	if err := e.DB.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE partition_id = $1::UUID AND sent_at IS NULL`,
+		h.ID).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 {
+		t.Fatal("the setup left no unsent event: nothing to wait for")
+	}
+	return e, h.ID, n
 }
 
 // A rush opens only once its setup's events have left the outbox: the test
 // server has no relay, so the hotel's events stay unsent until the test
 // marks them sent as a relay would, and the opening waits for that.
 func TestRushOpensOnceItsSetupIsRelayed(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end to end")
-	}
-	e := startEnv(t)
+	e, hotel, _ := hotelWithUnsentSetup(t)
 	ctx := context.Background()
-	h, err := e.CreateHotel(ctx, 0, "us-east", 1, 1, day(45), day(46))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := unsentOf(t, e, h.ID); n == 0 {
-		t.Fatal("the setup left no unsent event: nothing to wait for")
-	}
 	defer func(stall time.Duration) { settleStall = stall }(settleStall)
 	settleStall = time.Minute // the relay is the test, below
 
 	r := &report.Report{Figures: map[string]float64{}}
 	done := make(chan error, 1)
-	go func() { done <- e.openAfterSetup(ctx, r, "", 10*time.Millisecond, h.ID) }()
+	go func() { done <- e.openAfterSetup(ctx, r, "", 10*time.Millisecond, hotel) }()
 	select {
 	case err := <-done:
 		t.Fatalf("opened with the setup unsent (err %v)", err)
 	case <-time.After(500 * time.Millisecond):
 	}
-	if _, err := e.DB.Exec(ctx, `UPDATE outbox SET sent_at = now() WHERE partition_id = $1::UUID`, h.ID); err != nil {
+	if _, err := e.DB.Exec(ctx, `UPDATE outbox SET sent_at = now() WHERE partition_id = $1::UUID`, hotel); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -74,22 +76,11 @@ func TestRushOpensOnceItsSetupIsRelayed(t *testing.T) {
 // has stopped falling, and the report says what was left unsent; a settle
 // of 0 opens at once and waits for nothing.
 func TestRushOpensWithoutARelay(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end to end")
-	}
-	e := startEnv(t)
+	e, hotel, unsent := hotelWithUnsentSetup(t)
 	ctx := context.Background()
-	h, err := e.CreateHotel(ctx, 0, "us-east", 1, 1, day(45), day(46))
-	if err != nil {
-		t.Fatal(err)
-	}
-	unsent := unsentOf(t, e, h.ID)
-	if unsent == 0 {
-		t.Fatal("the setup left no unsent event: nothing to wait for")
-	}
 
 	r := &report.Report{Figures: map[string]float64{}}
-	if err := e.openAfterSetup(ctx, r, "", 0, h.ID); err != nil {
+	if err := e.openAfterSetup(ctx, r, "", 0, hotel); err != nil {
 		t.Fatal(err)
 	}
 	if len(r.Figures) != 0 || len(r.Notes) != 0 {
@@ -98,7 +89,7 @@ func TestRushOpensWithoutARelay(t *testing.T) {
 
 	defer func(stall time.Duration) { settleStall = stall }(settleStall)
 	settleStall = 200 * time.Millisecond
-	if err := e.openAfterSetup(ctx, r, "shipped_", time.Millisecond, h.ID); err != nil {
+	if err := e.openAfterSetup(ctx, r, "shipped_", time.Millisecond, hotel); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := r.Figures["shipped_settle_ms"]; !ok {
@@ -106,5 +97,16 @@ func TestRushOpensWithoutARelay(t *testing.T) {
 	}
 	if len(r.Notes) != 1 || !strings.HasPrefix(r.Notes[0], strconv.FormatInt(unsent, 10)+" event(s) of the setup were still unsent") {
 		t.Errorf("notes %q, want one naming the %d unsent events", r.Notes, unsent)
+	}
+}
+
+func TestCheckSettle(t *testing.T) {
+	for _, d := range []time.Duration{0, time.Millisecond, DefaultSettle} {
+		if err := CheckSettle(d); err != nil {
+			t.Errorf("CheckSettle(%s): %v", d, err)
+		}
+	}
+	if err := CheckSettle(-time.Second); err == nil || !strings.Contains(err.Error(), "--settle") {
+		t.Errorf("CheckSettle(-1s): err %v, want one naming --settle", err)
 	}
 }
