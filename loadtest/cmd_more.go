@@ -100,7 +100,7 @@ func soakCmd() *cobra.Command {
 func clinicOpeningCmd() *cobra.Command {
 	var (
 		o  scenario.ClinicOpening
-		rc rushCPU
+		rc rushFlags
 	)
 	return scenarioCmd("clinic-opening", "the 07:00 spike: many patients, many doctors, the waiting room when present",
 		500, 2*time.Minute, 256, true, report.SLO{Ops: map[string]report.OpSLO{"hold": {P99Ms: 500}}, MaxErrorRate: f64(0.01)},

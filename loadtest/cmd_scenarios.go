@@ -61,7 +61,7 @@ func flashSaleCmd() *cobra.Command {
 	var (
 		c      common
 		o      scenario.FlashSale
-		rc     rushCPU
+		rc     rushFlags
 		defSLO = report.SLO{Ops: map[string]report.OpSLO{"hold_lost": {P99Ms: 500}}, MaxErrorRate: f64(0.01)}
 	)
 	cmd := &cobra.Command{Use: "flash-sale", Short: "N clients race for the last K rooms of one hotel, through every region",
@@ -93,17 +93,17 @@ func flashSaleCmd() *cobra.Command {
 	return cmd
 }
 
-// rushCPU is what the rush scenarios (flash-sale, clinic-opening) share:
+// rushFlags is what the rush scenarios (flash-sale, clinic-opening) share:
 // the CPU accounting of their burst (--cpu-pids and --cpu-postgres as
 // baseline's) and --settle, checked before the command reaches for the
 // platform.
-type rushCPU struct {
+type rushFlags struct {
 	pids     string
 	postgres bool
 	procs    []cpu.Proc
 }
 
-func (rc *rushCPU) register(cmd *cobra.Command, burst string, settle *time.Duration) {
+func (rc *rushFlags) register(cmd *cobra.Command, burst string, settle *time.Duration) {
 	cmd.Flags().DurationVar(settle, "settle", scenario.DefaultSettle, "open "+burst+" only once its setup has been relayed to every region, "+
 		"and this long after, as a real rush sells what was set up beforehand (0: the moment the setup returns)")
 	cmd.Flags().StringVar(&rc.pids, "cpu-pids", "", "name=pid,… of the platform's processes: the report gives their CPU during "+burst+" alone, per request (with the generator's)")
@@ -122,7 +122,7 @@ func (rc *rushCPU) register(cmd *cobra.Command, burst string, settle *time.Durat
 }
 
 // apply sets the accounting on the scenario's environment.
-func (rc *rushCPU) apply(e *scenario.Env) { e.CPUProcs, e.CPUPostgres = rc.procs, rc.postgres }
+func (rc *rushFlags) apply(e *scenario.Env) { e.CPUProcs, e.CPUPostgres = rc.procs, rc.postgres }
 
 func hotelMixCmd() *cobra.Command {
 	var (

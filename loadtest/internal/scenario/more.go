@@ -143,11 +143,11 @@ func (e *Env) sample(ctx context.Context, start time.Time) (report.Sample, bool)
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	s := report.Sample{T: time.Since(start).Seconds(), Values: map[string]float64{}}
-	var conns, active, unsent int64
+	var conns, active int64
 	if e.DB.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE state = 'active') FROM pg_stat_activity WHERE datname = current_database()`).Scan(&conns, &active) == nil {
 		s.Values["db_connections"], s.Values["db_active"] = float64(conns), float64(active)
 	}
-	if e.DB.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE sent_at IS NULL`).Scan(&unsent) == nil {
+	if unsent, err := e.unsentEvents(ctx); err == nil {
 		s.Values["outbox_unsent"] = float64(unsent)
 	}
 	return s, true

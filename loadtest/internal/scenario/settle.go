@@ -75,14 +75,10 @@ func (e *Env) openAfterSetup(ctx context.Context, r *report.Report, prefix strin
 // of any partition) is unsent (drained), the count has stopped falling for
 // settleStall, or a minute has passed; unsent is the last count read.
 func (e *Env) awaitRelayed(ctx context.Context, partitions []string) (unsent int64, drained bool, err error) {
-	query, args := `SELECT count(*) FROM outbox WHERE sent_at IS NULL`, []any(nil)
-	if len(partitions) > 0 {
-		query, args = `SELECT count(*) FROM outbox WHERE partition_id = ANY($1::TEXT[]::UUID[]) AND sent_at IS NULL`, []any{partitions}
-	}
 	deadline := time.Now().Add(time.Minute)
 	least, moved := int64(-1), time.Now()
 	for {
-		if err := e.DB.QueryRow(ctx, query, args...).Scan(&unsent); err != nil {
+		if unsent, err = e.unsentEvents(ctx, partitions...); err != nil {
 			return 0, false, err
 		}
 		switch {
@@ -99,4 +95,16 @@ func (e *Env) awaitRelayed(ctx context.Context, partitions []string) (unsent int
 		case <-time.After(settlePoll):
 		}
 	}
+}
+
+// unsentEvents counts the outbox's unsent events of partitions (none given:
+// of every partition).
+func (e *Env) unsentEvents(ctx context.Context, partitions ...string) (n int64, err error) {
+	if len(partitions) == 0 {
+		err = e.DB.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE sent_at IS NULL`).Scan(&n)
+	} else {
+		err = e.DB.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE partition_id = ANY($1::TEXT[]::UUID[]) AND sent_at IS NULL`,
+			partitions).Scan(&n)
+	}
+	return n, err
 }

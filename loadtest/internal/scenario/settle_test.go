@@ -22,9 +22,8 @@ func hotelWithUnsentSetup(t *testing.T) (*Env, string, int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var n int64
-	if err := e.DB.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE partition_id = $1::UUID AND sent_at IS NULL`,
-		h.ID).Scan(&n); err != nil {
+	n, err := e.unsentEvents(context.Background(), h.ID)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if n == 0 {
